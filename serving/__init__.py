@@ -1,0 +1,1 @@
+"""Runtime: the Triton Python-backend models, the server launcher and the client."""

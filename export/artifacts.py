@@ -1,0 +1,146 @@
+"""Build each artifact path from an encoder and load it back for verification and serving."""
+
+from __future__ import annotations
+
+import logging
+import re
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.export import Dim, ExportedProgram
+
+from export.errors import ArtifactError
+
+log = logging.getLogger(__name__)
+
+EXPORTED_PROGRAM, AOTI, TORCHSCRIPT, ONNX = "exported_program", "aoti", "torchscript", "onnx"
+PATHS = (EXPORTED_PROGRAM, AOTI, TORCHSCRIPT, ONNX)
+FILENAMES = {
+    EXPORTED_PROGRAM: "model.ep.pt2",
+    AOTI: "model.aoti.pt2",
+    TORCHSCRIPT: "model.ts",
+    ONNX: "model.onnx",
+}
+# The order a runner prefers when several paths exist: compiled first.
+RUNTIME_PREFERENCE = (AOTI, TORCHSCRIPT, EXPORTED_PROGRAM)
+
+Runner = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def example_inputs(device: str, batch: int = 2, seq: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+    ids = torch.randint(1000, 2000, (batch, seq), dtype=torch.int64, device=device)
+    return ids, torch.ones_like(ids)
+
+
+def export_program(encoder: nn.Module, device: str, max_batch: int, max_seq: int) -> ExportedProgram:
+    """torch.export with a dynamic batch and sequence dimension."""
+    batch = Dim("batch", min=1, max=max_batch)
+    seq = Dim("seq", min=2, max=max_seq)
+    dims = {0: batch, 1: seq}
+    with torch.no_grad():
+        return torch.export.export(
+            encoder,
+            example_inputs(device),
+            dynamic_shapes={"input_ids": dims, "attention_mask": dims},
+        )
+
+
+def save_exported_program(ep: ExportedProgram, path: Path) -> None:
+    torch.export.save(ep, str(path))
+
+
+def compile_aoti(ep: ExportedProgram, path: Path) -> None:
+    """AOTInductor package; freezing folds the weights into the compiled graph (faster GEMMs on CPU)."""
+    torch._inductor.aoti_compile_and_package(ep, package_path=str(path), inductor_configs={"freezing": True})
+
+
+def trace_torchscript(encoder: nn.Module, device: str, path: Path) -> None:
+    with torch.no_grad():
+        traced = torch.jit.trace(encoder, example_inputs(device), check_trace=False, strict=False)
+    traced = torch.jit.freeze(traced.eval())
+    traced.save(str(path))
+
+
+def export_onnx(encoder: nn.Module, device: str, path: Path, max_batch: int, max_seq: int) -> None:
+    """ONNX with dynamic batch and sequence axes (the TorchScript-based exporter: quick and stable)."""
+    with torch.no_grad():
+        torch.onnx.export(
+            encoder,
+            example_inputs(device),
+            str(path),
+            input_names=["input_ids", "attention_mask"],
+            output_names=["embedding"],
+            dynamic_axes={
+                "input_ids": {0: "batch", 1: "seq"},
+                "attention_mask": {0: "batch", 1: "seq"},
+                "embedding": {0: "batch"},
+            },
+            opset_version=17,
+            dynamo=False,
+        )
+
+
+def load_module(kind: str, path: Path, device: str) -> Callable[..., torch.Tensor]:
+    """Load a torch artifact (AOTInductor package, TorchScript, ExportedProgram); never compiles."""
+    try:
+        if kind == AOTI:
+            return torch._inductor.aoti_load_package(str(path))
+        if kind == TORCHSCRIPT:
+            return torch.jit.load(str(path), map_location=device)
+        if kind == EXPORTED_PROGRAM:
+            return torch.export.load(str(path)).module()
+    except Exception as e:  # any loader failure names the file
+        raise ArtifactError(f"cannot load {kind} artifact {path}: {e}") from e
+    raise ArtifactError(f"unknown torch artifact kind {kind!r}")
+
+
+def load_runner(kind: str, path: Path, device: str) -> Runner:
+    """Load an artifact back as a callable (input_ids, attention_mask) -> embedding (CPU float32 out)."""
+    if kind == ONNX:
+        return _onnx_runner(path)
+    model = load_module(kind, path, device)
+
+    def run(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():
+            return model(input_ids.to(device), attention_mask.to(device)).float().cpu()
+
+    return run
+
+
+def _onnx_runner(path: Path) -> Runner:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = torch.get_num_threads()
+    session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+    def run(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        feeds = {"input_ids": input_ids.cpu().numpy(), "attention_mask": attention_mask.cpu().numpy()}
+        return torch.from_numpy(session.run(["embedding"], feeds)[0])
+
+    return run
+
+
+def aoti_kernel_report(path: Path) -> dict[str, object]:
+    """What AOTInductor generated: fused kernels it wrote and library (extern) kernels it calls."""
+    generated: set[str] = set()
+    extern: set[str] = set()
+    with zipfile.ZipFile(path) as z:
+        for name in z.namelist():
+            if not name.endswith(".cpp"):
+                continue
+            src = z.read(name).decode(errors="replace")
+            generated |= set(re.findall(r'extern "C"\s+void\s+(cpp_fused_\w+)\(', src))
+            generated |= set(re.findall(r"\b(triton_(?:poi|per|red|tem|mm|bmm)_\w+)", src))
+            extern |= set(re.findall(r"\baoti_torch_(?:cpu|cuda)_(\w+)\(", src))
+    return {"generated_kernels": len(generated), "extern_kernels": sorted(extern)}
+
+
+def graph_breaks(encoder: nn.Module, device: str) -> dict[str, int]:
+    """Graphs and graph breaks as TorchDynamo sees the eager model (torch.export cannot report breaks)."""
+    explanation = torch._dynamo.explain(encoder)(*example_inputs(device))
+    torch._dynamo.reset()
+    return {"graphs": int(explanation.graph_count), "graph_breaks": int(explanation.graph_break_count)}

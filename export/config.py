@@ -1,0 +1,107 @@
+"""The export step's configuration: one frozen dataclass, BERTSERVE_EXPORT_* env defaults, a thin CLI."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from export.errors import ConfigError
+
+PRECISIONS = ("fp32", "fp16", "int8")
+TARGETS = ("cpu", "cuda")
+ENV_PREFIX = "BERTSERVE_EXPORT_"
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    model: str = "minilm"
+    target: str = "cpu"
+    precisions: tuple[str, ...] = ("fp32", "int8")
+    max_batch: int = 32
+    max_seq: int | None = None  # None: the checkpoint's own max_seq_length, else 128
+    output: Path = Path("model_repository")
+    int8_recipe: str | None = None  # None: try every recipe, fastest first; ship the first that passes
+    instances: int = 1
+    max_queue_delay_us: int = 500
+    skip: frozenset[str] = field(default_factory=frozenset)  # artifact paths not to build (e.g. {"onnx"})
+
+    def __post_init__(self) -> None:
+        if self.target not in TARGETS:
+            raise ConfigError(f"unknown target {self.target!r}; choose from {', '.join(TARGETS)}")
+        if not self.precisions:
+            raise ConfigError("no precision given")
+        for p in self.precisions:
+            if p not in PRECISIONS:
+                raise ConfigError(f"unknown precision {p!r}; choose from {', '.join(PRECISIONS)}")
+        if "fp16" in self.precisions and self.target == "cpu":
+            raise ConfigError("fp16 needs --target cuda (this CPU path has no fast fp16 kernels)")
+        if len(set(self.precisions)) != len(self.precisions):
+            raise ConfigError(f"precision listed twice: {','.join(self.precisions)}")
+        if not 1 <= self.max_batch <= 1024:
+            raise ConfigError(f"--max-batch must be in 1..1024, got {self.max_batch}")
+        if self.max_seq is not None and self.max_seq < 8:
+            raise ConfigError(f"--max-seq must be at least 8, got {self.max_seq}")
+        if self.instances < 1:
+            raise ConfigError(f"--instances must be at least 1, got {self.instances}")
+
+
+def _env(name: str, default: str | None) -> str | None:
+    return os.environ.get(ENV_PREFIX + name, default)
+
+
+def parse_args(argv: list[str] | None = None) -> ExportConfig:
+    d = ExportConfig.__dataclass_fields__
+    p = argparse.ArgumentParser(
+        prog="python -m export",
+        description="Export a BERT checkpoint into a Triton model repository "
+        "(torch.export, AOTInductor, TorchScript, ONNX; fp32/fp16/int8, each gated on accuracy).",
+    )
+    p.add_argument(
+        "--model",
+        default=_env("MODEL", d["model"].default),
+        help="minilm (packaged all-MiniLM-L6-v2), bert-base (BertConfig() shape, seeded weights) "
+        "or a local Hugging Face BERT directory",
+    )
+    p.add_argument("--target", default=_env("TARGET", d["target"].default), help="cpu or cuda")
+    p.add_argument(
+        "--precision",
+        default=_env("PRECISION", None),
+        help="comma-separated, from fp32,fp16,int8 (default: fp32,int8 on cpu; fp16,fp32 on cuda)",
+    )
+    p.add_argument("--max-batch", type=int, default=int(_env("MAX_BATCH", str(d["max_batch"].default))))
+    p.add_argument(
+        "--max-seq",
+        type=int,
+        default=_env("MAX_SEQ", None),
+        help="default: the checkpoint's sentence-transformers max_seq_length, else 128",
+    )
+    p.add_argument("--output", type=Path, default=Path(_env("OUTPUT", str(d["output"].default))))
+    p.add_argument(
+        "--int8-recipe",
+        default=_env("INT8_RECIPE", None),
+        help="force one int8 recipe (default: the fastest that passes the gate)",
+    )
+    p.add_argument("--instances", type=int, default=int(_env("INSTANCES", "1")), help="Triton instance count per model")
+    p.add_argument(
+        "--skip",
+        default=_env("SKIP", ""),
+        help="comma-separated artifact paths not to build: onnx,torchscript",
+    )
+    a = p.parse_args(argv)
+    if a.precision:
+        precisions = tuple(s.strip() for s in a.precision.split(",") if s.strip())
+    else:
+        precisions = ("fp32", "int8") if a.target == "cpu" else ("fp16", "fp32")
+    return ExportConfig(
+        model=a.model,
+        target=a.target,
+        precisions=precisions,
+        max_batch=a.max_batch,
+        max_seq=int(a.max_seq) if a.max_seq is not None else None,
+        output=a.output,
+        int8_recipe=a.int8_recipe,
+        instances=a.instances,
+        skip=frozenset(s.strip() for s in a.skip.split(",") if s.strip()),
+    )

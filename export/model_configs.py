@@ -1,0 +1,134 @@
+"""Triton config.pbtxt for every model, generated through Triton's protobuf schema (never hand-written)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf import json_format, text_format
+from tritonclient.grpc import model_config_pb2 as mc
+
+# Files under <model>/warmup/ that model_warmup feeds (written by the repository writer).
+WARMUP_TEXT = "text"
+WARMUP_IDS = "input_ids"
+WARMUP_MASK = "attention_mask"
+
+
+@dataclass(frozen=True)
+class ServingShape:
+    max_batch: int
+    max_seq: int
+    hidden: int
+    instances: int
+    kind: str  # KIND_CPU or KIND_GPU
+    max_queue_delay_us: int
+    execution_env: str  # the Python environment the backend stub runs in
+    warmup_seq: int  # token count of the warm-up ids
+
+
+def render(config: dict[str, Any]) -> str:
+    """dict -> ModelConfig (validated by the schema) -> protobuf text format."""
+    return text_format.MessageToString(json_format.ParseDict(config, mc.ModelConfig()))
+
+
+def parse(text: str) -> mc.ModelConfig:
+    return text_format.Parse(text, mc.ModelConfig())
+
+
+def _params(**values: str) -> dict[str, dict[str, str]]:
+    return {k: {"string_value": v} for k, v in values.items()}
+
+
+def _batching(shape: ServingShape) -> dict[str, Any]:
+    return {"max_queue_delay_microseconds": shape.max_queue_delay_us}
+
+
+def tokenizer_config(shape: ServingShape) -> dict[str, Any]:
+    return {
+        "name": "tokenizer",
+        "backend": "python",
+        "max_batch_size": shape.max_batch,
+        "input": [{"name": "TEXT", "data_type": "TYPE_STRING", "dims": [1]}],
+        "output": [
+            {"name": "input_ids", "data_type": "TYPE_INT64", "dims": [-1]},
+            {"name": "attention_mask", "data_type": "TYPE_INT64", "dims": [-1]},
+            {"name": "truncated", "data_type": "TYPE_BOOL", "dims": [1]},
+        ],
+        "dynamic_batching": _batching(shape),
+        "instance_group": [{"kind": "KIND_CPU", "count": shape.instances}],
+        "parameters": _params(EXECUTION_ENV_PATH=shape.execution_env, max_seq=str(shape.max_seq)),
+        "model_warmup": [
+            {
+                "name": "real_sentence",
+                "batch_size": 1,
+                "inputs": {"TEXT": {"data_type": "TYPE_STRING", "dims": [1], "input_data_file": WARMUP_TEXT}},
+            }
+        ],
+    }
+
+
+def bert_config(name: str, shape: ServingShape, precision: str, runtime: str) -> dict[str, Any]:
+    ragged = {"data_type": "TYPE_INT64", "dims": [-1], "allow_ragged_batch": True}
+    ids = {"data_type": "TYPE_INT64", "dims": [shape.warmup_seq], "input_data_file": WARMUP_IDS}
+    mask = {"data_type": "TYPE_INT64", "dims": [shape.warmup_seq], "input_data_file": WARMUP_MASK}
+    return {
+        "name": name,
+        "backend": "python",
+        "max_batch_size": shape.max_batch,
+        "input": [{"name": "input_ids", **ragged}, {"name": "attention_mask", **ragged}],
+        "output": [{"name": "embedding", "data_type": "TYPE_FP32", "dims": [shape.hidden]}],
+        "dynamic_batching": _batching(shape),
+        "instance_group": [{"kind": shape.kind, "count": shape.instances}],
+        "parameters": _params(EXECUTION_ENV_PATH=shape.execution_env, precision=precision, runtime=runtime),
+        "model_warmup": [
+            {"name": f"batch_{b}", "batch_size": b, "inputs": {"input_ids": ids, "attention_mask": mask}}
+            for b in sorted({1, min(8, shape.max_batch)})
+        ],
+    }
+
+
+def embed_config(shape: ServingShape, bert_model: str = "bert") -> dict[str, Any]:
+    """The ensemble: TEXT -> tokenizer -> bert -> EMBEDDING (ensembles take no batching or warm-up)."""
+    return {
+        "name": "embed",
+        "platform": "ensemble",
+        "max_batch_size": shape.max_batch,
+        "input": [{"name": "TEXT", "data_type": "TYPE_STRING", "dims": [1]}],
+        "output": [
+            {"name": "EMBEDDING", "data_type": "TYPE_FP32", "dims": [shape.hidden]},
+            {"name": "TRUNCATED", "data_type": "TYPE_BOOL", "dims": [1]},
+        ],
+        "ensemble_scheduling": {
+            "step": [
+                {
+                    "model_name": "tokenizer",
+                    "model_version": -1,
+                    "input_map": {"TEXT": "TEXT"},
+                    "output_map": {"input_ids": "ids", "attention_mask": "mask", "truncated": "TRUNCATED"},
+                },
+                {
+                    "model_name": bert_model,
+                    "model_version": -1,
+                    "input_map": {"input_ids": "ids", "attention_mask": "mask"},
+                    "output_map": {"embedding": "EMBEDDING"},
+                },
+            ]
+        },
+    }
+
+
+def torchscript_config(shape: ServingShape) -> dict[str, Any]:
+    """For stock Triton's PyTorch backend (absent from the bundled server): clients send padded batches."""
+    return {
+        "name": "bert_torchscript",
+        "platform": "pytorch_libtorch",
+        "max_batch_size": shape.max_batch,
+        "default_model_filename": "model.pt",
+        "input": [
+            {"name": "input_ids", "data_type": "TYPE_INT64", "dims": [-1]},
+            {"name": "attention_mask", "data_type": "TYPE_INT64", "dims": [-1]},
+        ],
+        "output": [{"name": "embedding__0", "data_type": "TYPE_FP32", "dims": [shape.hidden]}],
+        "dynamic_batching": _batching(shape),
+        "instance_group": [{"kind": shape.kind, "count": shape.instances}],
+    }

@@ -1,0 +1,277 @@
+"""The export pipeline: checkpoint -> encoder -> (quantize) -> artifacts -> gates -> Triton repository."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from export import artifacts as art
+from export import checkpoint, model_configs
+from export.config import ExportConfig
+from export.encoder import Encoder
+from export.errors import AccuracyGateError, ExportError
+from export.progress import Steps
+from export.report import table
+from export.repository import RepositoryWriter, serialize_strings
+from export.verify import Accuracy, Verifier, pairs
+
+log = logging.getLogger(__name__)
+
+ALL_PATHS = frozenset(art.PATHS)
+WARMUP_TEXT = "The quick brown fox jumps over the lazy dog near the river bank."
+
+
+@dataclass
+class Variant:
+    """One precision's module and the artifacts built from it."""
+
+    precision: str
+    module: nn.Module
+    paths: frozenset[str]
+    recipe: str | None = None
+    built: dict[str, dict[str, Any]] = field(default_factory=dict)
+    eager_accuracy: Accuracy | None = None
+    runtime: str = ""
+    latency_ms: float = float("inf")
+
+    @property
+    def staging_name(self) -> str:
+        return f"bert_{self.precision}"
+
+
+def _median_latency_ms(run: art.Runner, seq: int = 16, iters: int = 20) -> float:
+    ids = torch.randint(1000, 2000, (1, seq))
+    mask = torch.ones_like(ids)
+    for _ in range(3):
+        run(ids, mask)
+    times = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        run(ids, mask)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def _eager_runner(module: nn.Module, device: str) -> art.Runner:
+    def run(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():
+            return module(input_ids.to(device), attention_mask.to(device)).float().cpu()
+
+    return run
+
+
+def _calibration(ckpt: checkpoint.Checkpoint, max_seq: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    texts = [t for pair in pairs() for t in pair]
+    out = []
+    for i in range(0, len(texts), 8):
+        enc = ckpt.tokenizer(texts[i : i + 8], padding=True, truncation=True, max_length=max_seq, return_tensors="pt")
+        out.append((enc["input_ids"], enc["attention_mask"]))
+    return out
+
+
+def _int8_variant(cfg: ExportConfig, encoder: nn.Module, verifier: Verifier, calib: list) -> Variant:
+    """Try the int8 recipes fastest first; the first that passes the accuracy gate ships."""
+    from export import quantize
+
+    recipes = [quantize.get_recipe(cfg.int8_recipe)] if cfg.int8_recipe else list(quantize.RECIPES)
+    if cfg.target == "cuda":  # CPU-only quantized kernels cannot serve CUDA
+        recipes = [r for r in recipes if art.AOTI in r.paths]
+    failures = []
+    for recipe in recipes:
+        module = recipe.apply(encoder, calib).eval()
+        try:
+            acc = verifier.gate(f"int8 recipe {recipe.name} (eager)", "int8", _eager_runner(module, cfg.target))
+        except AccuracyGateError as e:
+            log.warning("%s", e)
+            failures.append(str(e))
+            continue
+        log.info("int8 recipe %s passes: min cosine %.4f", recipe.name, acc.min_cosine)
+        return Variant("int8", module, recipe.paths, recipe=recipe.name, eager_accuracy=acc)
+    raise AccuracyGateError("int8", "every recipe failed: " + "; ".join(failures), 0.0, 0.99)
+
+
+def _build(
+    cfg: ExportConfig, v: Variant, out_dir: Path, max_seq: int, verifier: Verifier, steps: Steps
+) -> list[dict[str, Any]]:
+    """Build, load back and gate every artifact path this variant can take."""
+    not_built = []
+    runners: dict[str, art.Runner] = {}
+    ep = None
+    for path in art.PATHS:
+        if path not in v.paths or path in cfg.skip:
+            why = "skipped by --skip" if path in cfg.skip else f"{v.recipe or v.precision} cannot take this path"
+            not_built.append({"model": v.staging_name, "path": path, "reason": why})
+            continue
+        file = out_dir / art.FILENAMES[path]
+        with steps.step(f"{v.precision}: {path}"):
+            start = time.perf_counter()
+            try:
+                if path in (art.EXPORTED_PROGRAM, art.AOTI) and ep is None:
+                    ep = art.export_program(v.module, cfg.target, cfg.max_batch, max_seq)
+                if path == art.EXPORTED_PROGRAM:
+                    art.save_exported_program(ep, file)
+                elif path == art.AOTI:
+                    art.compile_aoti(ep, file)
+                elif path == art.TORCHSCRIPT:
+                    art.trace_torchscript(v.module, cfg.target, file)
+                else:
+                    art.export_onnx(v.module, cfg.target, file, cfg.max_batch, max_seq)
+            except ExportError:
+                raise
+            except Exception as e:
+                raise art.ArtifactError(f"{v.staging_name}: building the {path} artifact failed: {e}") from e
+            seconds = time.perf_counter() - start
+            runner = art.load_runner(path, file, cfg.target)
+            acc = verifier.gate(f"{v.staging_name} {path} ({file.name})", v.precision, runner)
+        entry = {
+            "path": path,
+            "file": f"1/{file.name}",
+            "seconds": round(seconds, 2),
+            "bytes": file.stat().st_size,
+        }
+        entry.update(acc.as_dict())
+        if path == art.AOTI:
+            entry.update(art.aoti_kernel_report(file))
+        v.built[path] = entry
+        runners[path] = runner
+    v.runtime = next((p for p in art.RUNTIME_PREFERENCE if p in v.built), "")
+    if not v.runtime:
+        raise art.ArtifactError(f"{v.staging_name}: no servable artifact (need one of {art.RUNTIME_PREFERENCE})")
+    v.latency_ms = _median_latency_ms(runners[v.runtime])
+    return not_built
+
+
+def _variants(cfg: ExportConfig, encoder: nn.Module, verifier: Verifier, ckpt, max_seq: int) -> list[Variant]:
+    out = []
+    for p in cfg.precisions:
+        if p == "fp32":
+            out.append(Variant("fp32", encoder, ALL_PATHS))
+        elif p == "fp16":
+            out.append(Variant("fp16", copy.deepcopy(encoder).half(), ALL_PATHS - {art.TORCHSCRIPT}))
+        else:
+            out.append(_int8_variant(cfg, encoder, verifier, _calibration(ckpt, max_seq)))
+    return out
+
+
+def run(cfg: ExportConfig) -> Path:
+    log.info("export config: %s", cfg)
+    steps = Steps(total=4 + 4 * len(cfg.precisions))
+    writer = None
+    try:
+        with steps.step("load checkpoint"):
+            ckpt = checkpoint.load(cfg.model)
+            max_seq = ckpt.max_seq(cfg.max_seq)
+            writer = RepositoryWriter(cfg.output)
+        with steps.step("encoder + fp32 reference"):
+            encoder = Encoder(ckpt.model).to(cfg.target).eval()
+            verifier = Verifier(_eager_runner(encoder, cfg.target), ckpt.tokenizer, max_seq)
+            dynamo = art.graph_breaks(encoder, cfg.target)
+        with steps.step("quantize / cast"):
+            variants = _variants(cfg, encoder, verifier, ckpt, max_seq)
+        not_built = []
+        for v in variants:
+            not_built += _build(cfg, v, writer.version_dir(v.staging_name), max_seq, verifier, steps)
+        with steps.step("write repository"):
+            report = _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, steps)
+            out = writer.commit()
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+    finally:
+        steps.close()
+    sys.stderr.write(table(report) + "\n")
+    return out
+
+
+def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, steps) -> dict[str, Any]:
+    served = min(variants, key=lambda v: v.latency_ms)
+    names = {v.precision: ("bert" if v is served else v.staging_name) for v in variants}
+    for v in variants:
+        if names[v.precision] != v.staging_name:
+            (writer.tmp / v.staging_name).rename(writer.tmp / names[v.precision])
+    warm = ckpt.tokenizer(WARMUP_TEXT, truncation=True, max_length=max_seq, return_tensors="np")
+    shape = model_configs.ServingShape(
+        max_batch=cfg.max_batch,
+        max_seq=max_seq,
+        hidden=ckpt.hidden_size,
+        instances=cfg.instances,
+        kind="KIND_GPU" if cfg.target == "cuda" else "KIND_CPU",
+        max_queue_delay_us=cfg.max_queue_delay_us,
+        execution_env=sys.prefix,
+        warmup_seq=int(warm["input_ids"].shape[1]),
+    )
+    report = {
+        "dynamo": dynamo,
+        "artifacts": [{"model": names[v.precision], **e} for v in variants for e in v.built.values()],
+        "not_applicable": [{**n, "model": names[n["model"].removeprefix("bert_")]} for n in not_built],
+        "latency_ms": {names[v.precision]: round(v.latency_ms, 3) for v in variants},
+        "runtime": {names[v.precision]: v.runtime for v in variants},
+        "steps_seconds": steps.seconds,
+    }
+    common = {
+        "source": ckpt.source,
+        "target": cfg.target,
+        "max_batch": cfg.max_batch,
+        "max_seq": max_seq,
+        "hidden": ckpt.hidden_size,
+        "vocab_size": ckpt.vocab_size,
+        "torch": torch.__version__,
+    }
+    ids = warm["input_ids"][0].astype(np.int64)
+    for v in variants:
+        name = names[v.precision]
+        writer.write_config(name, model_configs.bert_config(name, shape, v.precision, v.runtime))
+        writer.copy_model_code(name, "bert.py")
+        writer.write_warmup(name, {"input_ids": ids, "attention_mask": np.ones_like(ids)})
+        writer.write_manifest(
+            name,
+            {
+                **common,
+                "model": name,
+                "precision": v.precision,
+                "recipe": v.recipe,
+                "runtime": v.runtime,
+                "artifacts": {p: {"file": e["file"]} for p, e in v.built.items()},
+                "accuracy": {
+                    p: {k: e[k] for k in ("min_cosine", "mean_cosine", "spearman")} for p, e in v.built.items()
+                },
+                "latency_ms_batch1_16tok": round(v.latency_ms, 3),
+                "compile_report": report,
+            },
+        )
+    ckpt.tokenizer.save_pretrained(str(writer.version_dir("tokenizer") / "tokenizer"))
+    writer.write_config("tokenizer", model_configs.tokenizer_config(shape))
+    writer.copy_model_code("tokenizer", "tokenizer.py")
+    writer.write_warmup("tokenizer", {"text": serialize_strings([WARMUP_TEXT])})
+    writer.write_manifest("tokenizer", {**common, "model": "tokenizer"})
+    writer.write_config("embed", model_configs.embed_config(shape))
+    writer.write_manifest("embed", {**common, "model": "embed", "steps": ["tokenizer", "bert"]})
+    models = {"tokenizer": "python", "embed": "ensemble", **{names[v.precision]: "python" for v in variants}}
+    ts_source = next((v for v in [served, *variants] if art.TORCHSCRIPT in v.built), None)
+    if ts_source is not None:
+        writer.write_config("bert_torchscript", model_configs.torchscript_config(shape))
+        writer.link("bert_torchscript", "model.pt", names[ts_source.precision], art.FILENAMES[art.TORCHSCRIPT])
+        writer.write_manifest(
+            "bert_torchscript", {**common, "model": "bert_torchscript", "precision": ts_source.precision}
+        )
+        models["bert_torchscript"] = "pytorch"
+    writer.write_index(
+        {
+            **common,
+            "served": {"bert": served.precision},
+            "models": {name: {"backend": backend} for name, backend in models.items()},
+            "ensemble_requires": {"embed": ["tokenizer", "bert"]},
+        }
+    )
+    return report

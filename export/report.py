@@ -1,0 +1,26 @@
+"""The compile report: what TorchDynamo saw, what each artifact path produced, how accurate it is."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def table(report: dict[str, Any]) -> str:
+    d = report["dynamo"]
+    lines = [
+        f"TorchDynamo on the eager model: {d['graphs']} graph(s), {d['graph_breaks']} graph break(s)",
+        "",
+        f"{'model':<12} {'artifact':<17} {'build s':>8} {'MB':>7} {'kernels':>8} {'min cos':>9} {'spearman':>9}",
+    ]
+    for a in report["artifacts"]:
+        kernels = a.get("generated_kernels", "")
+        lines.append(
+            f"{a['model']:<12} {a['path']:<17} {a['seconds']:>8.1f} {a['bytes'] / 1e6:>7.1f} {kernels!s:>8} "
+            f"{a['min_cosine']:>9.5f} {a['spearman']:>9.4f}"
+        )
+    for n in report["not_applicable"]:
+        lines.append(f"{n['model']:<12} {n['path']:<17} not built: {n['reason']}")
+    lines.append("")
+    for model, ms in report["latency_ms"].items():
+        lines.append(f"{model}: {ms:.2f} ms median, batch 1, 16 tokens ({report['runtime'][model]})")
+    return "\n".join(lines)

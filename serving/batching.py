@@ -1,0 +1,106 @@
+"""Validate token-id requests and collate them into padded length/batch buckets (pure numpy, no Triton)."""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from serving.errors import RequestError
+
+PAD_ID = 0
+
+
+def length_buckets(max_seq: int) -> list[int]:
+    """16, 32, 64, ... up to max_seq (always included)."""
+    out, b = [], 16
+    while b < max_seq:
+        out.append(b)
+        b *= 2
+    return [*out, max_seq]
+
+
+def batch_buckets(max_batch: int) -> list[int]:
+    """1, 2, 4, ... up to max_batch (always included)."""
+    out, b = [], 1
+    while b < max_batch:
+        out.append(b)
+        b *= 2
+    return [*out, max_batch]
+
+
+def bucket_for(value: int, buckets: list[int]) -> int:
+    return buckets[bisect.bisect_left(buckets, value)]
+
+
+def validate(ids: np.ndarray, mask: np.ndarray, vocab_size: int, max_seq: int) -> np.ndarray:
+    """Check one request's [rows, seq] ids and mask; return each row's effective length (through its last 1)."""
+    if ids.ndim != 2 or mask.ndim != 2:
+        raise RequestError("bad_shape", f"input_ids and attention_mask must be [batch, seq], got {ids.shape}")
+    if ids.shape != mask.shape:
+        raise RequestError(
+            "bad_shape", f"attention_mask shape {list(mask.shape)} differs from input_ids shape {list(ids.shape)}"
+        )
+    if ids.shape[1] == 0:
+        raise RequestError("bad_shape", "input_ids is empty: a sequence needs at least one token")
+    if ids.shape[1] > max_seq:
+        raise RequestError("too_long", f"sequence of {ids.shape[1]} tokens is longer than the max length {max_seq}")
+    bad = (ids < 0) | (ids >= vocab_size)
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        raise RequestError(
+            "bad_token_id", f"input_ids[{row}][{col}] = {ids[row, col]} is outside the vocabulary [0, {vocab_size})"
+        )
+    if not np.isin(mask, (0, 1)).all():
+        raise RequestError("bad_attention_mask", "attention_mask values must be 0 or 1")
+    any_token = mask.any(axis=1)
+    if not any_token.all():
+        raise RequestError("bad_attention_mask", f"attention_mask row {int(np.argmin(any_token))} selects no token")
+    return ids.shape[1] - np.argmax(mask[:, ::-1], axis=1)
+
+
+@dataclass
+class Group:
+    """One forward pass: rows of one length bucket, padded to [batch_bucket, length_bucket]."""
+
+    ids: np.ndarray
+    mask: np.ndarray
+    rows: list[tuple[int, int]] = field(default_factory=list)  # (request index, row index) per real row
+
+
+@dataclass
+class Collated:
+    groups: list[Group]
+    real_tokens: int
+    padded_tokens: int
+
+    @property
+    def padding_ratio(self) -> float:
+        total = self.real_tokens + self.padded_tokens
+        return self.padded_tokens / total if total else 0.0
+
+
+def collate(
+    requests: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]],
+    len_buckets: list[int],
+    batch_bucket_list: list[int] | None,
+) -> Collated:
+    """Group rows by length bucket (bounding padding waste); pad batch to a bucket when given (CUDA graphs)."""
+    by_bucket: dict[int, list[tuple[int, int, int]]] = {}
+    for req, (_, _, lengths) in requests.items():
+        for row, n in enumerate(lengths):
+            by_bucket.setdefault(bucket_for(int(n), len_buckets), []).append((req, row, int(n)))
+    groups, real = [], 0
+    for seq, members in sorted(by_bucket.items()):
+        rows = len(members) if batch_bucket_list is None else bucket_for(len(members), batch_bucket_list)
+        ids = np.full((rows, seq), PAD_ID, dtype=np.int64)
+        mask = np.zeros((rows, seq), dtype=np.int64)
+        for i, (req, row, n) in enumerate(members):
+            ids[i, :n] = requests[req][0][row, :n]
+            mask[i, :n] = requests[req][1][row, :n]
+            real += int(mask[i, :n].sum())
+        mask[len(members) :, 0] = 1  # batch-padding rows attend to one token: no fully masked softmax
+        groups.append(Group(ids, mask, [(req, row) for req, row, _ in members]))
+    total = sum(g.ids.size for g in groups)
+    return Collated(groups, real, total - real)

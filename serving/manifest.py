@@ -1,0 +1,43 @@
+"""Read a model's manifest.json and verify files against the sha256 it records."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+MANIFEST = "manifest.json"
+REPOSITORY_INDEX = "repository.json"
+
+
+class VerificationError(Exception):
+    """A file is missing or its sha256 differs from the manifest's."""
+
+
+def read(model_dir: Path) -> dict[str, Any]:
+    path = model_dir / MANIFEST
+    if not path.is_file():
+        raise VerificationError(f"{path} is missing: the model was not exported")
+    return json.loads(path.read_text())
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def verify(model_dir: Path, manifest: dict[str, Any], only: list[str] | None = None) -> None:
+    """Raise VerificationError naming the first file that is missing or differs."""
+    files = manifest.get("files", {})
+    for rel in only if only is not None else files:
+        if rel not in files:
+            raise VerificationError(f"{model_dir.name}: {rel} is not listed in {MANIFEST}")
+        path = model_dir / rel
+        if not path.is_file():
+            raise VerificationError(f"{model_dir.name}: {path} is missing")
+        if path.stat().st_size != files[rel]["bytes"] or sha256(path) != files[rel]["sha256"]:
+            raise VerificationError(f"{model_dir.name}: {path} does not match its sha256 in {MANIFEST}")

@@ -1,0 +1,101 @@
+"""Triton Python-backend model ``tokenizer``: TEXT -> input_ids, attention_mask, truncated.
+
+Export copies this file into the repository as ``tokenizer/1/model.py``; the code it imports lives in ``serving``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+from tokenizers import Tokenizer
+
+from serving.errors import RequestError, to_triton_error
+from serving.metrics import ModelMetrics
+
+
+def _truncate_requested(request) -> bool:
+    """``truncate`` request parameter: true (default) truncates long texts, false rejects them."""
+    value = json.loads(request.parameters() or "{}").get("truncate", True)
+    return value not in (False, "false", "False", "0", 0)
+
+
+def _decode(raw: object) -> str:
+    if not isinstance(raw, bytes):
+        raw = str(raw).encode()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise RequestError(
+            "invalid_utf8", f"TEXT is not valid UTF-8 (byte {e.start}: {raw[e.start : e.start + 1]!r})"
+        ) from None
+    if not text.strip():
+        raise RequestError("empty_text", "TEXT is empty")
+    return text
+
+
+class TritonPythonModel:
+    def initialize(self, args: dict) -> None:
+        config = json.loads(args["model_config"])
+        self.max_seq = int(config["parameters"]["max_seq"]["string_value"])
+        path = Path(args["model_repository"]) / args["model_version"] / "tokenizer" / "tokenizer.json"
+        self.tokenizer = Tokenizer.from_file(str(path))
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(self.max_seq)
+        self.metrics = ModelMetrics(pb_utils, args["model_name"], stages=("tokenize", "respond"))
+
+    def execute(self, requests: list) -> list:
+        start = time.perf_counter()
+        errors: dict[int, RequestError] = {}
+        texts: dict[int, list[str]] = {}
+        for i, request in enumerate(requests):
+            try:
+                raw = pb_utils.get_input_tensor_by_name(request, "TEXT").as_numpy().reshape(-1)
+                texts[i] = [_decode(t) for t in raw]
+            except RequestError as e:
+                errors[i] = e
+        order = [(i, j) for i, ts in texts.items() for j in range(len(ts))]
+        encodings = self.tokenizer.encode_batch([texts[i][j] for i, j in order]) if order else []
+        per_request: dict[int, list] = {}
+        for (i, _), enc in zip(order, encodings, strict=True):
+            per_request.setdefault(i, []).append(enc)
+        for i, encs in per_request.items():
+            if any(e.overflowing for e in encs) and not _truncate_requested(requests[i]):
+                errors[i] = RequestError("too_long", f"TEXT is longer than the max length of {self.max_seq} tokens")
+        tokenized = time.perf_counter()
+        self.metrics.stage["tokenize"].observe(tokenized - start)
+
+        responses = []
+        for i in range(len(requests)):
+            if i in errors:
+                self.metrics.failures[errors[i].reason].increment(1)
+                responses.append(pb_utils.InferenceResponse(error=to_triton_error(pb_utils, errors[i])))
+                continue
+            encs = per_request[i]
+            width = max(len(e.ids) for e in encs)
+            ids = np.zeros((len(encs), width), dtype=np.int64)
+            mask = np.zeros((len(encs), width), dtype=np.int64)
+            for row, e in enumerate(encs):
+                ids[row, : len(e.ids)] = e.ids
+                mask[row, : len(e.ids)] = 1
+            truncated = np.array([[bool(e.overflowing)] for e in encs])
+            self.metrics.tokens.increment(int(mask.sum()))
+            if truncated.any():
+                self.metrics.truncated.increment(int(truncated.sum()))
+            responses.append(
+                pb_utils.InferenceResponse(
+                    [
+                        pb_utils.Tensor("input_ids", ids),
+                        pb_utils.Tensor("attention_mask", mask),
+                        pb_utils.Tensor("truncated", truncated),
+                    ]
+                )
+            )
+        end = time.perf_counter()
+        self.metrics.stage["respond"].observe(end - tokenized)
+        for _ in responses:
+            self.metrics.request.observe(end - start)
+        return responses

@@ -1,0 +1,146 @@
+"""Start the real tritonserver on an exported repository: pick the backend stub, verify, load, drain on exit."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from serving.config import ServeConfig
+from serving.manifest import REPOSITORY_INDEX, VerificationError, read, verify
+
+log = logging.getLogger(__name__)
+
+# Backends a model of the repository index needs, by the name Triton gives the backend directory.
+ALWAYS_PRESENT = {"ensemble"}
+
+
+class LaunchError(Exception):
+    """The server cannot start (no repository, no tritonserver)."""
+
+
+@dataclass(frozen=True)
+class Server:
+    binary: Path
+    backend_dir: Path
+    env: dict[str, str]
+
+
+def _bundled() -> Path:
+    import pytriton
+
+    return Path(pytriton.__file__).resolve().parent / "tritonserver"
+
+
+def _bundled_backends(root: Path) -> Path:
+    """The Python backend with the stub of the running interpreter (a stub beside a model is not searched)."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    stub = root / "python_backend_stubs" / version / "triton_python_backend_stub"
+    if not stub.is_file():
+        raise LaunchError(f"the bundled tritonserver has no Python-backend stub for Python {version}")
+    dest = Path(tempfile.gettempdir()) / f"bertserve-backends-{os.getuid()}-py{version}"
+    python = dest / "python"
+    python.mkdir(parents=True, exist_ok=True)
+    for src in [*(root / "backends" / "python").glob("*.*"), stub]:
+        target = python / src.name
+        if not target.exists() or target.stat().st_size != src.stat().st_size:
+            shutil.copy2(src, target)
+    return dest
+
+
+def locate(cfg: ServeConfig) -> Server:
+    env = dict(os.environ)
+    explicit = cfg.tritonserver or shutil.which("tritonserver")
+    if explicit:
+        binary = Path(explicit)
+        backend_dir = Path(os.environ.get("TRITON_BACKEND_DIR", "/opt/tritonserver/backends"))
+        return Server(binary, backend_dir, env)
+    root = _bundled()
+    libs = root.parent.parent / "nvidia_pytriton.libs"
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(
+        p for p in (str(libs), sysconfig.get_config_var("LIBDIR"), env.get("LD_LIBRARY_PATH", "")) if p
+    )
+    return Server(root / "bin" / "tritonserver", _bundled_backends(root), env)
+
+
+def select_models(repo: Path, backend_dir: Path) -> list[str]:
+    """Models to load: backend present and every file verified; ensembles listed even when a step failed, so
+    that the server reports not ready rather than serving half a pipeline."""
+    index_path = repo / REPOSITORY_INDEX
+    if not repo.is_dir():
+        raise LaunchError(f"model repository {repo} does not exist: run `make export` first")
+    if not index_path.is_file():
+        raise LaunchError(f"{repo} was not exported ({REPOSITORY_INDEX} missing): run `make export` first")
+    index = json.loads(index_path.read_text())
+    load = []
+    for name, spec in index["models"].items():
+        backend = spec["backend"]
+        if backend not in ALWAYS_PRESENT and not (backend_dir / backend).is_dir():
+            log.info("not loading %s: this server has no %r backend (kept for stock Triton deployments)", name, backend)
+            continue
+        try:
+            verify(repo / name, read(repo / name))
+        except VerificationError as e:
+            log.error("not loading %s: %s", name, e)
+            continue
+        load.append(name)
+    for ensemble, steps in index.get("ensemble_requires", {}).items():
+        missing = [s for s in steps if s not in load]
+        if missing and ensemble in load:
+            log.error("%s needs %s, which will not load: the server will not report ready", ensemble, missing)
+    return load
+
+
+def command(cfg: ServeConfig, server: Server, models: list[str]) -> list[str]:
+    cmd = [
+        str(server.binary),
+        f"--model-repository={cfg.repository.resolve()}",
+        f"--backend-directory={server.backend_dir}",
+        "--model-control-mode=explicit",
+        *[f"--load-model={m}" for m in models],
+        "--exit-on-error=false",
+        "--strict-readiness=true",
+        f"--exit-timeout-secs={cfg.exit_timeout_s}",
+        f"--http-address={cfg.host}",
+        f"--http-port={cfg.http_port}",
+        f"--grpc-address={cfg.host}",
+        f"--grpc-port={cfg.grpc_port}",
+        f"--metrics-address={cfg.host}",
+        f"--metrics-port={cfg.metrics_port}",
+        "--allow-metrics=true",
+        "--metrics-config=summary_latencies=true",
+        f"--log-verbose={cfg.log_verbose}",
+    ]
+    return cmd
+
+
+def serve(cfg: ServeConfig) -> int:
+    """Run tritonserver in the foreground; SIGINT/SIGTERM are passed on so that it drains and exits."""
+    log.info("serve config: %s", cfg)
+    server = locate(cfg)
+    models = select_models(cfg.repository, server.backend_dir)
+    if not models:
+        raise LaunchError(f"no model of {cfg.repository} can be loaded")
+    cmd = command(cfg, server, models)
+    log.info("starting %s with models %s", server.binary, ", ".join(models))
+    proc = subprocess.Popen(cmd, env=server.env)
+
+    def forward(signum: int, _frame: object) -> None:
+        log.info(
+            "received %s: draining in-flight requests (up to %d s)", signal.Signals(signum).name, cfg.exit_timeout_s
+        )
+        proc.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    code = proc.wait()
+    log.info("tritonserver exited with %d", code)
+    return code
