@@ -16,11 +16,10 @@ import numpy as np
 
 from export.errors import OutputDirError
 from export.model_configs import render
+from serving.manifest import MANIFEST, REPOSITORY_INDEX, sha256
 
 log = logging.getLogger(__name__)
 
-MANIFEST = "manifest.json"
-REPOSITORY_INDEX = "repository.json"
 README_TEXT = (
     "Build output of `make export`: the Triton model repository (tokenizer, bert, embed, ...). "
     "Nothing here is committed.\n"
@@ -28,11 +27,13 @@ README_TEXT = (
 SERVING_MODELS = Path(__file__).resolve().parent.parent / "serving" / "models"
 
 
-def sha256(path: Path) -> str:
+def code_sha256() -> str:
+    """One hash over the export and serving code: a repository built by other code is stale."""
     h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
+    root = SERVING_MODELS.parent.parent
+    for p in sorted([*root.glob("export/**/*.py"), *root.glob("export/data/*"), *root.glob("serving/**/*.py")]):
+        h.update(p.relative_to(root).as_posix().encode())
+        h.update(p.read_bytes())
     return h.hexdigest()
 
 
@@ -97,6 +98,7 @@ class RepositoryWriter:
         return manifest
 
     def write_index(self, index: dict[str, Any]) -> None:
+        index = {**index, "code_sha256": code_sha256()}
         (self.tmp / REPOSITORY_INDEX).write_text(json.dumps(index, indent=2) + "\n")
 
     def commit(self) -> Path:

@@ -1,0 +1,195 @@
+"""A small client for ``embed``: gRPC or HTTP, sync or asyncio, with deadlines and retries on UNAVAILABLE.
+
+    from serving.client import EmbedClient
+    with EmbedClient("127.0.0.1:8001") as c:
+        vectors = c.embed(["hello world"])          # float32 [n, hidden], L2-normalised
+
+Every server status maps to one exception hierarchy (``EmbedError``). Inference is idempotent, so UNAVAILABLE
+(server starting, restarting or shedding load) is retried with exponential backoff inside the deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import numpy as np
+from tritonclient.utils import InferenceServerException
+
+
+class EmbedError(Exception):
+    """Base of every client error; ``status`` is the server's gRPC status name or HTTP code."""
+
+    def __init__(self, message: str, status: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class InvalidInput(EmbedError):
+    """The request was rejected (gRPC INVALID_ARGUMENT / HTTP 400)."""
+
+
+class Unavailable(EmbedError):
+    """The server is down, not ready or shedding load (gRPC UNAVAILABLE / HTTP 503, or no connection)."""
+
+
+class DeadlineExceeded(EmbedError):
+    """The deadline passed before an answer came."""
+
+
+class NotFound(EmbedError):
+    """Unknown model (gRPC NOT_FOUND / HTTP 400 'unknown model')."""
+
+
+_GRPC = {
+    "INVALID_ARGUMENT": InvalidInput,
+    "UNAVAILABLE": Unavailable,
+    "DEADLINE_EXCEEDED": DeadlineExceeded,
+    "NOT_FOUND": NotFound,
+}
+_HTTP = {"400": InvalidInput, "503": Unavailable, "504": DeadlineExceeded, "404": NotFound}
+
+
+def map_error(e: Exception) -> EmbedError:
+    """One exception type per failure class, whatever the protocol."""
+    if isinstance(e, EmbedError):
+        return e
+    if isinstance(e, InferenceServerException):
+        status = str(e.status() or "").removeprefix("StatusCode.")
+        message = e.message() or str(e)
+        if "unknown model" in message.lower() or "not found" in message.lower() and status in ("400", "NOT_FOUND"):
+            return NotFound(message, status)
+        cls = _GRPC.get(status) or _HTTP.get(status)
+        if cls is None and not status:  # no status: the connection itself failed
+            cls = Unavailable
+        return (cls or EmbedError)(message, status)
+    if isinstance(e, (ConnectionError, OSError, asyncio.TimeoutError)):
+        return Unavailable(str(e) or type(e).__name__)
+    return EmbedError(f"{type(e).__name__}: {e}")
+
+
+def _module(protocol: str, aio: bool) -> Any:
+    if protocol == "grpc":
+        import tritonclient.grpc as m
+        import tritonclient.grpc.aio as ma
+    elif protocol == "http":
+        import tritonclient.http as m
+        import tritonclient.http.aio as ma
+    else:
+        raise ValueError(f"protocol must be 'grpc' or 'http', got {protocol!r}")
+    return (m, ma if aio else m)
+
+
+class _Base:
+    def __init__(
+        self,
+        url: str = "127.0.0.1:8001",
+        protocol: str = "grpc",
+        model: str = "embed",
+        timeout_s: float = 2.0,
+        retries: int = 3,
+        backoff_s: float = 0.05,
+    ) -> None:
+        self.url, self.protocol, self.model = url, protocol, model
+        self.timeout_s, self.retries, self.backoff_s = timeout_s, retries, backoff_s
+
+    def _inputs(self, texts: list[str], types: Any) -> list[Any]:
+        if not texts:
+            raise InvalidInput("no texts given")
+        data = np.array([[t.encode("utf-8") if isinstance(t, str) else t] for t in texts], dtype=np.object_)
+        inp = types.InferInput("TEXT", list(data.shape), "BYTES")
+        inp.set_data_from_numpy(data)
+        return [inp]
+
+    def _kwargs(self, remaining: float, truncate: bool) -> dict[str, Any]:
+        kw: dict[str, Any] = {"parameters": {"truncate": truncate}}
+        if self.protocol == "grpc":
+            kw["client_timeout"] = max(remaining, 0.001)
+        return kw
+
+    def _delay(self, attempt: int, deadline: float) -> float | None:
+        """Backoff before the next try, or None when no retry fits in the deadline."""
+        delay = self.backoff_s * (2**attempt)
+        if attempt >= self.retries or time.monotonic() + delay >= deadline:
+            return None
+        return delay
+
+
+class EmbedClient(_Base):
+    """Synchronous client."""
+
+    def __init__(self, url: str = "127.0.0.1:8001", protocol: str = "grpc", **kw: Any) -> None:
+        super().__init__(url, protocol, **kw)
+        self._types, mod = _module(protocol, aio=False)
+        if protocol == "grpc":
+            self._client = mod.InferenceServerClient(url)
+        else:
+            self._client = mod.InferenceServerClient(
+                url, connection_timeout=self.timeout_s, network_timeout=self.timeout_s
+            )
+
+    def embed(self, texts: list[str], truncate: bool = True, timeout_s: float | None = None) -> np.ndarray:
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        inputs = self._inputs(texts, self._types)
+        for attempt in range(self.retries + 1):
+            try:
+                result = self._client.infer(self.model, inputs, **self._kwargs(deadline - time.monotonic(), truncate))
+                return result.as_numpy("EMBEDDING")
+            except Exception as e:
+                err = map_error(e)
+                delay = self._delay(attempt, deadline) if isinstance(err, Unavailable) else None
+                if delay is None:
+                    raise err from e
+                time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def ready(self) -> bool:
+        try:
+            return bool(self._client.is_server_ready())
+        except Exception:
+            return False
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> EmbedClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncEmbedClient(_Base):
+    """asyncio client (tritonclient's grpc.aio / http.aio)."""
+
+    def __init__(self, url: str = "127.0.0.1:8001", protocol: str = "grpc", **kw: Any) -> None:
+        super().__init__(url, protocol, **kw)
+        self._types, mod = _module(protocol, aio=True)
+        self._client = mod.InferenceServerClient(url)
+
+    async def embed(self, texts: list[str], truncate: bool = True, timeout_s: float | None = None) -> np.ndarray:
+        budget = timeout_s or self.timeout_s
+        deadline = time.monotonic() + budget
+        inputs = self._inputs(texts, self._types)
+        for attempt in range(self.retries + 1):
+            try:
+                call = self._client.infer(self.model, inputs, **self._kwargs(deadline - time.monotonic(), truncate))
+                result = await asyncio.wait_for(call, timeout=max(deadline - time.monotonic(), 0.001))
+                return result.as_numpy("EMBEDDING")
+            except Exception as e:
+                err = DeadlineExceeded("deadline passed") if isinstance(e, asyncio.TimeoutError) else map_error(e)
+                delay = self._delay(attempt, deadline) if isinstance(err, Unavailable) else None
+                if delay is None:
+                    raise err from e
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def __aenter__(self) -> AsyncEmbedClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

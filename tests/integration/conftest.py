@@ -1,0 +1,119 @@
+"""The integration tier: the default model exported once, the real tritonserver started from a fixture.
+
+The repository is exported into build/test-repository (re-exported when the export or serving code changed);
+the server runs on free ports; its log is printed when a test of the session failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from export.repository import code_sha256
+
+ROOT = Path(__file__).resolve().parents[2]
+TEST_REPOSITORY = ROOT / "build" / "test-repository"
+READY_TIMEOUT_S = 180
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class TritonServer:
+    grpc_url: str
+    http_url: str
+    metrics_url: str
+    log_path: Path
+    repository: Path
+    process: subprocess.Popen
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def _fresh(repo: Path) -> bool:
+    index = repo / "repository.json"
+    return index.is_file() and json.loads(index.read_text()).get("code_sha256") == code_sha256()
+
+
+@pytest.fixture(scope="session")
+def exported_repository() -> Path:
+    """The real default model (MiniLM, CPU, fp32 + int8) exported end to end, once per code version."""
+    if not _fresh(TEST_REPOSITORY):
+        subprocess.run(
+            [sys.executable, "-m", "export", "--output", str(TEST_REPOSITORY)],
+            cwd=ROOT,
+            check=True,
+        )
+    return TEST_REPOSITORY
+
+
+def wait_ready(http_url: str, process: subprocess.Popen, timeout_s: float) -> float:
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        if process.poll() is not None:
+            raise RuntimeError(f"tritonserver exited with {process.returncode} before it was ready")
+        try:
+            with urllib.request.urlopen(f"http://{http_url}/v2/health/ready", timeout=1) as r:
+                if r.status == 200:
+                    return time.monotonic() - start
+        except OSError:
+            pass
+        time.sleep(0.25)
+    raise TimeoutError(f"tritonserver not ready after {timeout_s} s")
+
+
+def start_server(repository: Path, log_path: Path, *extra: str) -> TritonServer:
+    http, grpc, metrics = free_port(), free_port(), free_port()
+    log = log_path.open("w")
+    cmd = [
+        sys.executable, "-m", "serving", "--repository", str(repository),
+        "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics), *extra,
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+    server = TritonServer(f"127.0.0.1:{grpc}", f"127.0.0.1:{http}", f"127.0.0.1:{metrics}", log_path, repository, proc)
+    return server
+
+
+def stop_server(server: TritonServer, timeout_s: float = 60) -> int:
+    if server.process.poll() is None:
+        server.process.send_signal(signal.SIGTERM)
+        try:
+            server.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            server.process.kill()
+            server.process.wait()
+    return server.process.returncode
+
+
+@pytest.fixture(scope="session")
+def triton_server(
+    exported_repository: Path, tmp_path_factory: pytest.TempPathFactory, request
+) -> Iterator[TritonServer]:
+    log_path = tmp_path_factory.mktemp("triton") / "tritonserver.log"
+    server = start_server(exported_repository, log_path)
+    try:
+        wait_ready(server.http_url, server.process, READY_TIMEOUT_S)
+    except Exception:
+        stop_server(server)
+        sys.stderr.write(f"\n----- tritonserver log -----\n{server.log()}\n")
+        raise
+    yield server
+    stop_server(server)
+    if request.session.testsfailed:
+        sys.stderr.write(f"\n----- tritonserver log ({log_path}) -----\n{server.log()[-20000:]}\n")

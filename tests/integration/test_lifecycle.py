@@ -1,0 +1,105 @@
+"""Server lifecycle against the real tritonserver: refusal, artifact verification, graceful drain."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.grpc.aio as grpcaio
+
+from tests.integration.conftest import ROOT, start_server, stop_server, wait_ready
+
+pytestmark = pytest.mark.integration
+
+
+def _linked_copy(src: Path, dst: Path) -> Path:
+    """A copy of the repository by hard links (cheap); replace a file, never write into one."""
+
+    def link(a: str, b: str) -> None:
+        try:
+            os.link(a, b)
+        except OSError:
+            shutil.copy2(a, b)
+
+    shutil.copytree(src, dst, copy_function=link, symlinks=True)
+    return dst
+
+
+def _status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return 0
+
+
+def test_refuses_to_start_without_an_exported_repository(tmp_path):
+    for repo in (tmp_path / "missing", tmp_path):
+        out = subprocess.run(
+            [sys.executable, "-m", "serving", "--repository", str(repo)], cwd=ROOT, capture_output=True, text=True
+        )
+        assert out.returncode == 2
+        assert "make export" in out.stderr
+
+
+def test_tampered_artifact_is_not_loaded_and_server_is_not_ready(exported_repository, tmp_path):
+    repo = _linked_copy(exported_repository, tmp_path / "repo")
+    artifact = repo / "bert" / "1" / "model.aoti.pt2"
+    data = bytearray(artifact.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    artifact.unlink()
+    artifact.write_bytes(bytes(data))
+    server = start_server(repo, tmp_path / "server.log")
+    try:
+        deadline = time.monotonic() + 120
+        base = f"http://{server.http_url}/v2"
+        while time.monotonic() < deadline:
+            if all(_status(f"{base}/models/{m}/ready") == 200 for m in ("tokenizer", "bert_fp32")):
+                break
+            assert server.process.poll() is None, server.log()
+            time.sleep(0.5)
+        else:
+            pytest.fail("tokenizer and bert_fp32 did not load:\n" + server.log())
+        time.sleep(2)
+        assert _status(f"{base}/health/ready") != 200
+        assert _status(f"{base}/models/embed/ready") != 200
+        assert _status(f"{base}/models/bert/ready") != 200
+        log = server.log()
+        assert "not loading bert:" in log and "model.aoti.pt2" in log and "sha256" in log
+    finally:
+        stop_server(server)
+
+
+def test_sigterm_drains_in_flight_requests_and_exits_0(exported_repository, tmp_path):
+    server = start_server(_linked_copy(exported_repository, tmp_path / "repo"), tmp_path / "server.log")
+    try:
+        wait_ready(server.http_url, server.process, 180)
+
+        async def load_then_stop() -> list:
+            client = grpcaio.InferenceServerClient(server.grpc_url)
+            data = np.array([[b"drain me please " * 8]], dtype=np.object_)
+            inp = grpcaio.InferInput("TEXT", [1, 1], "BYTES")
+            inp.set_data_from_numpy(data)
+            calls = [asyncio.ensure_future(client.infer("embed", [inp])) for _ in range(24)]
+            await asyncio.sleep(0.05)
+            server.process.send_signal(signal.SIGTERM)
+            results = await asyncio.gather(*calls, return_exceptions=True)
+            await client.close()
+            return results
+
+        results = asyncio.run(load_then_stop())
+        assert all(not isinstance(r, Exception) for r in results), [r for r in results if isinstance(r, Exception)]
+        assert server.process.wait(timeout=60) == 0
+    finally:
+        stop_server(server)

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import pytest
+
+from export.config import ExportConfig, parse_args
+from export.errors import ConfigError
+
+
+def test_defaults_are_the_cpu_main_job():
+    cfg = parse_args([])
+    assert (cfg.model, cfg.target, cfg.precisions, cfg.max_seq) == ("minilm", "cpu", ("fp32", "int8"), None)
+
+
+def test_cuda_default_precisions_and_env_override(monkeypatch):
+    assert parse_args(["--target", "cuda"]).precisions == ("fp16", "fp32")
+    monkeypatch.setenv("BERTSERVE_EXPORT_MAX_BATCH", "8")
+    assert parse_args([]).max_batch == 8
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"precisions": ("fp8",)}, "unknown precision 'fp8'"),
+        ({"precisions": ("fp16",)}, "fp16 needs --target cuda"),
+        ({"target": "tpu"}, "unknown target"),
+        ({"precisions": ()}, "no precision"),
+        ({"precisions": ("fp32", "fp32")}, "listed twice"),
+        ({"max_batch": 0}, "--max-batch"),
+        ({"max_seq": 2}, "--max-seq"),
+    ],
+)
+def test_invalid_options_are_config_errors(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        ExportConfig(**kwargs)

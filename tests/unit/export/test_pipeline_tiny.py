@@ -1,0 +1,99 @@
+"""The whole export on a tiny BERT: every artifact path, the gates, the generated repository."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from export import artifacts as art
+from export import checkpoint
+from export.config import ExportConfig
+from export.encoder import Encoder
+from export.errors import AccuracyGateError
+from export.model_configs import parse
+from export.pipeline import _eager_runner, run
+from export.verify import Verifier
+from serving.manifest import VerificationError, read, verify
+from serving.runtime import Runtime
+
+
+@pytest.fixture(scope="module")
+def repo(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("export") / "repo"
+    run(ExportConfig(model=str(tiny_checkpoint), precisions=("fp32",), max_batch=4, max_seq=32, output=out))
+    return out
+
+
+def test_every_artifact_path_is_built_verified_and_gated(repo):
+    manifest = read(repo / "bert")
+    assert manifest["precision"] == "fp32" and manifest["runtime"] == art.AOTI
+    assert set(manifest["artifacts"]) == set(art.PATHS)
+    for path, entry in manifest["artifacts"].items():
+        assert (repo / "bert" / entry["file"]).is_file()
+        acc = manifest["accuracy"][path]
+        assert acc["min_cosine"] >= 0.999 and acc["spearman"] >= 0.98, (path, acc)
+    verify(repo / "bert", manifest)
+    report = manifest["compile_report"]
+    assert report["dynamo"] == {"graphs": 1, "graph_breaks": 0}
+    aoti = next(a for a in report["artifacts"] if a["path"] == art.AOTI)
+    assert aoti["generated_kernels"] > 0
+
+
+def test_generated_configs_round_trip_through_the_schema(repo):
+    configs = {p.parent.name: parse(p.read_text()) for p in repo.glob("*/config.pbtxt")}
+    assert set(configs) == {"tokenizer", "bert", "embed", "bert_torchscript"}
+    bert = configs["bert"]
+    assert bert.max_batch_size == 4 and bert.backend == "python"
+    assert all(i.allow_ragged_batch for i in bert.input)
+    assert bert.dynamic_batching.max_queue_delay_microseconds > 0
+    for warm in bert.model_warmup:
+        for name, inp in warm.inputs.items():
+            assert name in {"input_ids", "attention_mask"}
+            assert (repo / "bert" / "warmup" / inp.input_data_file).stat().st_size == 8 * inp.dims[0]
+    tok = configs["tokenizer"]
+    assert tok.parameters["max_seq"].string_value == "32"
+    assert tok.model_warmup[0].inputs["TEXT"].input_data_file == "text"
+    embed = configs["embed"]
+    assert embed.platform == "ensemble" and not embed.HasField("dynamic_batching")
+    assert [s.model_name for s in embed.ensemble_scheduling.step] == ["tokenizer", "bert"]
+    assert configs["bert_torchscript"].platform == "pytorch_libtorch"
+    index = json.loads((repo / "repository.json").read_text())
+    assert index["served"] == {"bert": "fp32"} and index["models"]["bert_torchscript"]["backend"] == "pytorch"
+
+
+def test_runtime_serves_the_verified_artifact_like_eager(repo, tiny_checkpoint):
+    ckpt = checkpoint.load(str(tiny_checkpoint))
+    encoder = Encoder(ckpt.model).eval()
+    runtime = Runtime(repo / "bert", read(repo / "bert"), "cpu")
+    ids = torch.randint(1000, 2000, (3, 20))
+    mask = torch.ones_like(ids)
+    mask[1, 12:] = 0
+    with torch.inference_mode():
+        ref = encoder(ids, mask).numpy()
+    np.testing.assert_allclose(runtime(ids.numpy(), mask.numpy()), ref, atol=1e-4)
+
+
+def test_runtime_refuses_a_tampered_artifact(repo, tmp_path):
+    manifest = read(repo / "bert")
+    bad = copy.deepcopy(manifest)
+    bad["files"][manifest["artifacts"][art.AOTI]["file"]]["sha256"] = "0" * 64
+    with pytest.raises(VerificationError, match="model.aoti.pt2"):
+        Runtime(repo / "bert", bad, "cpu")
+
+
+def test_gate_fails_on_corrupted_weights(tiny_checkpoint):
+    ckpt = checkpoint.load(str(tiny_checkpoint))
+    encoder = Encoder(ckpt.model).eval()
+    verifier = Verifier(_eager_runner(encoder, "cpu"), ckpt.tokenizer, 32)
+    assert verifier.gate("fp32 eager", "fp32", _eager_runner(encoder, "cpu")).min_cosine > 0.9999
+    corrupted = copy.deepcopy(encoder)
+    with torch.no_grad():
+        for p in corrupted.bert.encoder.layer[0].parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    with pytest.raises(AccuracyGateError, match="corrupted.*minimum cosine"):
+        verifier.gate("corrupted", "fp32", _eager_runner(corrupted, "cpu"))

@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from serving import batching
+from serving.errors import RequestError
+
+
+def test_buckets_cover_up_to_the_limit():
+    assert batching.length_buckets(256) == [16, 32, 64, 128, 256]
+    assert batching.length_buckets(100) == [16, 32, 64, 100]
+    assert batching.batch_buckets(32) == [1, 2, 4, 8, 16, 32]
+    assert batching.batch_buckets(12) == [1, 2, 4, 8, 12]
+    assert batching.bucket_for(17, [16, 32]) == 32 and batching.bucket_for(16, [16, 32]) == 16
+
+
+def _ok(n: int = 5, rows: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    return np.full((rows, n), 1000, np.int64), np.ones((rows, n), np.int64)
+
+
+def test_validate_returns_effective_lengths():
+    ids, mask = _ok(6, rows=2)
+    mask[1, 3:] = 0
+    assert batching.validate(ids, mask, 30522, 256).tolist() == [6, 3]
+
+
+@pytest.mark.parametrize(
+    ("ids", "mask", "reason", "message"),
+    [
+        (np.full((1, 3), 30522), np.ones((1, 3)), "bad_token_id", r"input_ids\[0\]\[0\] = 30522 is outside"),
+        (np.array([[1, -1, 2]]), np.ones((1, 3)), "bad_token_id", "outside the vocabulary"),
+        (np.ones((1, 3)), np.array([[1, 2, 1]]), "bad_attention_mask", "0 or 1"),
+        (np.ones((1, 3)), np.zeros((1, 3)), "bad_attention_mask", "row 0 selects no token"),
+        (np.ones((1, 3)), np.ones((1, 4)), "bad_shape", "differs from input_ids"),
+        (np.ones((1, 0)), np.ones((1, 0)), "bad_shape", "empty"),
+        (np.ones(3), np.ones(3), "bad_shape", r"\[batch, seq\]"),
+        (np.ones((1, 300)), np.ones((1, 300)), "too_long", "300 tokens is longer than the max length 256"),
+    ],
+)
+def test_validate_rejects_with_reason_and_message(ids, mask, reason, message):
+    with pytest.raises(RequestError, match=message) as exc:
+        batching.validate(ids.astype(np.int64), mask.astype(np.int64), 30522, 256)
+    assert exc.value.reason == reason
+
+
+def _requests(lengths: list[int]) -> dict:
+    out = {}
+    for i, n in enumerate(lengths):
+        ids = np.arange(1, n + 1, dtype=np.int64)[None, :] + 100 * i
+        mask = np.ones_like(ids)
+        out[i] = (ids, mask, batching.validate(ids, mask, 10**6, 256))
+    return out
+
+
+def test_collate_groups_by_length_bucket_and_keeps_rows():
+    reqs = _requests([3, 20, 5, 200])
+    c = batching.collate(reqs, [16, 32, 64, 128, 256], None)
+    shapes = [g.ids.shape for g in c.groups]
+    assert shapes == [(2, 16), (1, 32), (1, 256)]
+    for g in c.groups:
+        for k, (req, row) in enumerate(g.rows):
+            n = reqs[req][2][row]
+            np.testing.assert_array_equal(g.ids[k, :n], reqs[req][0][row, :n])
+            assert g.mask[k, :n].all() and not g.mask[k, n:].any()
+    assert c.real_tokens == 3 + 20 + 5 + 200
+    assert c.padded_tokens == 2 * 16 + 32 + 256 - c.real_tokens
+    assert 0 < c.padding_ratio < 1
+
+
+def test_collate_pads_batch_to_a_bucket_with_harmless_rows():
+    c = batching.collate(_requests([4, 4, 4]), [16], [1, 2, 4, 8])
+    (g,) = c.groups
+    assert g.ids.shape == (4, 16) and len(g.rows) == 3
+    assert g.mask[3].tolist() == [1] + [0] * 15  # a batch-padding row attends to one token only
+
+
+def test_client_padding_is_trimmed_before_bucketing():
+    ids = np.full((1, 100), 7, np.int64)
+    mask = np.zeros((1, 100), np.int64)
+    mask[0, :10] = 1
+    c = batching.collate({0: (ids, mask, batching.validate(ids, mask, 100, 256))}, [16, 32, 64, 128], None)
+    assert c.groups[0].ids.shape == (1, 16)

@@ -1,0 +1,76 @@
+"""The launcher's choices on a fake repository: which models load, which are left, which fail verification."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from export.repository import file_hashes
+from serving.config import parse_args
+from serving.server import LaunchError, command, select_models
+
+
+def _model(repo: Path, name: str, files: dict[str, bytes]) -> None:
+    d = repo / name
+    for rel, data in files.items():
+        (d / rel).parent.mkdir(parents=True, exist_ok=True)
+        (d / rel).write_bytes(data)
+    (d / "manifest.json").write_text(json.dumps({"files": file_hashes(d)}))
+
+
+@pytest.fixture()
+def repo(tmp_path: Path) -> Path:
+    r = tmp_path / "repo"
+    _model(r, "tokenizer", {"config.pbtxt": b"t", "1/model.py": b"pass"})
+    _model(r, "bert", {"config.pbtxt": b"b", "1/model.py": b"pass", "1/model.aoti.pt2": b"weights"})
+    _model(r, "bert_fp32", {"config.pbtxt": b"b", "1/model.py": b"pass"})
+    _model(r, "embed", {"config.pbtxt": b"e"})
+    _model(r, "bert_torchscript", {"config.pbtxt": b"s", "1/model.pt": b"ts"})
+    backends = {"tokenizer": "python", "bert": "python", "bert_fp32": "python", "embed": "ensemble"}
+    index = {"models": {**{k: {"backend": v} for k, v in backends.items()}, "bert_torchscript": {"backend": "pytorch"}}}
+    index["ensemble_requires"] = {"embed": ["tokenizer", "bert"]}
+    (r / "repository.json").write_text(json.dumps(index))
+    return r
+
+
+@pytest.fixture()
+def backends(tmp_path: Path) -> Path:
+    (tmp_path / "backends" / "python").mkdir(parents=True)
+    return tmp_path / "backends"
+
+
+def test_loads_models_whose_backend_exists(repo, backends, caplog):
+    assert select_models(repo, backends) == ["tokenizer", "bert", "bert_fp32", "embed"]
+    assert "not loading bert_torchscript: this server has no 'pytorch' backend" in caplog.text
+
+
+def test_tampered_file_keeps_its_model_out_and_says_which(repo, backends, caplog):
+    (repo / "bert" / "1" / "model.aoti.pt2").write_bytes(b"weightz")
+    assert select_models(repo, backends) == ["tokenizer", "bert_fp32", "embed"]
+    assert "not loading bert:" in caplog.text and "model.aoti.pt2" in caplog.text
+    assert "embed needs ['bert']" in caplog.text
+
+
+def test_missing_file_is_named(repo, backends, caplog):
+    (repo / "tokenizer" / "1" / "model.py").unlink()
+    assert "tokenizer" not in select_models(repo, backends)
+    assert "model.py is missing" in caplog.text
+
+
+def test_refuses_a_missing_or_unexported_repository(tmp_path, backends):
+    with pytest.raises(LaunchError, match="does not exist"):
+        select_models(tmp_path / "nope", backends)
+    with pytest.raises(LaunchError, match="was not exported"):
+        select_models(tmp_path, backends)
+
+
+def test_command_binds_loopback_and_enables_summaries(repo, backends):
+    from serving.server import Server
+
+    cfg = parse_args(["--repository", str(repo), "--grpc-port", "9001"])
+    cmd = command(cfg, Server(Path("/bin/tritonserver"), backends, {}), ["bert"])
+    assert "--grpc-address=127.0.0.1" in cmd and "--http-address=127.0.0.1" in cmd and "--grpc-port=9001" in cmd
+    assert "--metrics-config=summary_latencies=true" in cmd and "--load-model=bert" in cmd
+    assert "--model-control-mode=explicit" in cmd
