@@ -165,7 +165,7 @@ def _variants(cfg: ExportConfig, encoder: nn.Module, verifier: Verifier, ckpt, m
 
 def run(cfg: ExportConfig) -> Path:
     log.info("export config: %s", cfg)
-    steps = Steps(total=4 + 4 * len(cfg.precisions))
+    steps = Steps(total=4 + len(cfg.precisions) * (len(art.PATHS) - len(cfg.skip)))
     writer = None
     try:
         with steps.step("load checkpoint"):

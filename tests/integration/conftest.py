@@ -53,7 +53,12 @@ def _fresh(repo: Path) -> bool:
 
 @pytest.fixture(scope="session")
 def exported_repository() -> Path:
-    """The real default model (MiniLM, CPU, fp32 + int8) exported end to end, once per code version."""
+    """The real default model (MiniLM, CPU, fp32 + int8) exported end to end, once per code version.
+
+    BERTSERVE_TEST_REPOSITORY names an already exported repository to use as it is instead."""
+    given = os.environ.get("BERTSERVE_TEST_REPOSITORY")
+    if given:
+        return Path(given).resolve()
     if not _fresh(TEST_REPOSITORY):
         subprocess.run(
             [sys.executable, "-m", "export", "--output", str(TEST_REPOSITORY)],
