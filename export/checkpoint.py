@@ -38,10 +38,11 @@ class Checkpoint:
         return int(self.model.config.vocab_size)
 
     def max_seq(self, requested: int | None) -> int:
-        seq = requested or self.declared_max_seq or DEFAULT_MAX_SEQ
-        if seq > self.position_limit:
-            raise ConfigError(f"--max-seq {seq} is above the checkpoint's position limit {self.position_limit}")
-        return min(seq, self.position_limit)
+        if requested is None:
+            return min(self.declared_max_seq or DEFAULT_MAX_SEQ, self.position_limit)
+        if requested > self.position_limit:
+            raise ConfigError(f"--max-seq {requested} is above the checkpoint's position limit {self.position_limit}")
+        return requested
 
 
 def minilm_path() -> Path:

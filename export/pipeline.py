@@ -174,7 +174,9 @@ def run(cfg: ExportConfig) -> Path:
             writer = RepositoryWriter(cfg.output)
         with steps.step("encoder + fp32 reference"):
             encoder = Encoder(ckpt.model).to(cfg.target).eval()
-            verifier = Verifier(_eager_runner(encoder, cfg.target), ckpt.tokenizer, max_seq)
+            verifier = Verifier(
+                _eager_runner(encoder, cfg.target), ckpt.tokenizer, max_seq, batch=min(8, cfg.max_batch)
+            )
             dynamo = art.graph_breaks(encoder, cfg.target)
         with steps.step("quantize / cast"):
             variants = _variants(cfg, encoder, verifier, ckpt, max_seq)

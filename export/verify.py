@@ -13,7 +13,6 @@ from export.errors import AccuracyGateError
 
 MIN_COSINE = {"fp32": 0.999, "fp16": 0.999, "int8": 0.99}
 MIN_SPEARMAN = 0.98
-BATCH = 8
 
 
 def sentences() -> list[str]:
@@ -40,8 +39,8 @@ class Accuracy:
 class Verifier:
     """Holds the fp32 reference embeddings; scores and gates any runner against them."""
 
-    def __init__(self, reference: Runner, tokenizer: PreTrainedTokenizerFast, max_seq: int) -> None:
-        self.tokenizer, self.max_seq = tokenizer, max_seq
+    def __init__(self, reference: Runner, tokenizer: PreTrainedTokenizerFast, max_seq: int, batch: int = 8) -> None:
+        self.tokenizer, self.max_seq, self.batch = tokenizer, max_seq, batch
         self.texts = sentences()
         pair_list = pairs()
         self.pair_texts = [t for pair in pair_list for t in pair]
@@ -54,7 +53,7 @@ class Verifier:
         return run(enc["input_ids"], enc["attention_mask"]).float()
 
     def _embed_batched(self, run: Runner, texts: list[str]) -> torch.Tensor:
-        return torch.cat([self._embed(run, texts[i : i + BATCH]) for i in range(0, len(texts), BATCH)])
+        return torch.cat([self._embed(run, texts[i : i + self.batch]) for i in range(0, len(texts), self.batch)])
 
     def _pair_sims(self, run: Runner) -> torch.Tensor:
         emb = self._embed_batched(run, self.pair_texts)

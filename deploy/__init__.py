@@ -1,0 +1,1 @@
+"""Operations: Prometheus, Grafana, Kubernetes and the checks that keep them true (validate.py)."""

@@ -1,0 +1,98 @@
+import copy
+import shutil
+
+import pytest
+import yaml
+
+from deploy import validate
+
+pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
+
+
+# "overlays/gpu", not "gpu": the gpu keyword would skip the test where CUDA is absent.
+@pytest.fixture(scope="module", params=validate.OVERLAYS, ids=lambda path: f"overlays/{path.name}")
+def built(request):
+    """The overlay's resources by kind, and by kind/name."""
+    resources = validate.kustomize_build(request.param)
+    by_kind = {resource["kind"]: resource for resource in resources}
+    return by_kind | {f"{r['kind']}/{r['metadata']['name']}": r for r in resources}
+
+
+def test_overlay_validates_against_kubernetes_and_crd_schemas(built):
+    for name, resource in built.items():
+        if "/" in name:
+            validate.validate_resource(resource)
+
+
+def test_schemas_reject_unknown_fields(built):
+    for kind in ("Deployment", "ServiceMonitor", "PrometheusRule"):
+        broken = copy.deepcopy(built[kind])
+        broken["spec"]["unknownField"] = 1
+        with pytest.raises(Exception):  # noqa: B017 - kubernetes_validate and jsonschema raise their own types
+            validate.validate_resource(broken)
+
+
+def test_pods_drain_probe_and_run_locked_down(built):
+    pod = built["Deployment"]["spec"]["template"]["spec"]
+    server = next(c for c in pod["containers"] if c["name"] == "tritonserver")
+    assert server["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    assert server["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    assert server["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+    assert "--model-control-mode=none" in server["args"]
+    prestop = int(server["lifecycle"]["preStop"]["exec"]["command"][-1])
+    exit_timeout = int(next(a for a in server["args"] if a.startswith("--exit-timeout-secs=")).split("=")[1])
+    assert pod["terminationGracePeriodSeconds"] > prestop + exit_timeout
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    for container in pod["initContainers"] + pod["containers"]:
+        assert container["image"] == server["image"]
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    mounts = {m["mountPath"] for m in server["volumeMounts"]}
+    assert {"/tmp", "/dev/shm", "/models"} <= mounts
+    shm = next(v for v in pod["volumes"] if v["name"] == "dshm")["emptyDir"]
+    assert shm["medium"] == "Memory" and shm["sizeLimit"]
+
+
+def test_gpu_overlay_requests_a_gpu(built):
+    pod = built["Deployment"]["spec"]["template"]["spec"]
+    limits = pod["containers"][0]["resources"]["limits"]
+    export_args = pod["initContainers"][0]["args"]
+    if "cuda" in export_args:
+        assert limits["nvidia.com/gpu"] == "1"
+    else:
+        assert "nvidia.com/gpu" not in limits
+
+
+def test_grpc_service_is_headless_for_client_side_balancing(built):
+    assert built["Service/bertserve-grpc"]["spec"]["clusterIP"] == "None"
+
+
+def test_hpa_scales_on_the_metric_prometheus_adapter_serves(built):
+    adapter = yaml.safe_load(validate.ADAPTER_CONFIG.read_text())
+    served = {rule["name"]["as"] for rule in adapter["rules"]}
+    hpa = built["HorizontalPodAutoscaler"]
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert {metric["pods"]["metric"]["name"] for metric in hpa["spec"]["metrics"]} <= served
+
+
+def test_adapter_queries_are_valid_promql_over_known_metrics():
+    adapter = yaml.safe_load(validate.ADAPTER_CONFIG.read_text())
+    for rule in adapter["rules"]:
+        query = (
+            rule["metricsQuery"]
+            .replace("<<.LabelMatchers>>", 'namespace="default",pod=~"bertserve-.*"')
+            .replace("<<.GroupBy>>", "pod")
+            .replace("<<.Series>>", rule["name"]["matches"].strip("^$"))
+        )
+        assert validate.metric_names(query) <= validate.KNOWN_METRICS
+        assert validate.metric_names(rule["seriesQuery"]) <= validate.KNOWN_METRICS
+
+
+def test_servicemonitor_scrapes_the_service_named_like_the_rules_job(built):
+    service = built["Service/bertserve"]  # the operator's job label is the Service's name
+    monitor = built["ServiceMonitor"]
+    assert (
+        not monitor["spec"]["selector"]["matchLabels"].items()
+        <= built["Service/bertserve-grpc"]["metadata"]["labels"].items()
+    )
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert {p["name"] for p in service["spec"]["ports"]} >= {e["port"] for e in monitor["spec"]["endpoints"]}
