@@ -1,0 +1,107 @@
+"""int8 recipes on a tiny random BERT: each applies to a copy, keeps the contract, and stays close to fp32."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from transformers import BertConfig, BertModel
+
+from export import quantize
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
+
+HIDDEN = 64
+
+
+class TinyEncoder(torch.nn.Module):
+    def __init__(self, bert: BertModel) -> None:
+        super().__init__()
+        self.bert = bert
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        hidden = self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        return F.normalize(pooled, p=2.0, dim=-1)
+
+
+def _batch(seed: int, batch: int, seq: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(1, 1000, (batch, seq), generator=gen)
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[-1, seq // 2 :] = 0
+    return input_ids, attention_mask
+
+
+@pytest.fixture(scope="module")
+def encoder() -> TinyEncoder:
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=1000,
+        hidden_size=HIDDEN,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        max_position_embeddings=64,
+    )
+    return TinyEncoder(BertModel(config)).eval()
+
+
+@pytest.fixture(scope="module")
+def calibration() -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [_batch(seed, 2, 12) for seed in range(3)]
+
+
+@pytest.mark.parametrize("recipe", quantize.RECIPES, ids=lambda r: r.name)
+def test_recipe_applies_to_a_copy_and_stays_close(encoder, calibration, recipe) -> None:
+    before = {k: v.clone() for k, v in encoder.state_dict().items()}
+    quantized = recipe.apply(encoder, calibration)
+
+    assert quantized is not encoder
+    after = encoder.state_dict()
+    assert before.keys() == after.keys()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+    inputs = _batch(99, 3, 16)
+    with torch.inference_mode():
+        ref, out = encoder(*inputs), quantized(*inputs)
+    assert out.shape == (3, HIDDEN)
+    assert out.dtype == torch.float32
+    assert torch.isfinite(out).all()
+    assert F.cosine_similarity(ref, out).min().item() > 0.9
+
+
+@pytest.mark.parametrize(
+    "recipe", [r for r in quantize.RECIPES if quantize.TORCHSCRIPT in r.paths], ids=lambda r: r.name
+)
+def test_torchscript_trace_matches_eager(encoder, calibration, recipe) -> None:
+    quantized = recipe.apply(encoder, calibration)
+    with torch.inference_mode():
+        traced = torch.jit.trace(quantized, _batch(5, 1, 16), check_trace=False)
+        other = _batch(7, 2, 24)
+        torch.testing.assert_close(traced(*other), quantized(*other))
+
+
+@pytest.mark.parametrize(
+    "recipe", [r for r in quantize.RECIPES if quantize.EXPORTED_PROGRAM in r.paths], ids=lambda r: r.name
+)
+def test_torch_export_matches_eager(encoder, calibration, recipe) -> None:
+    quantized = recipe.apply(encoder, calibration)
+    inputs = _batch(5, 2, 16)
+    program = torch.export.export(quantized, inputs)
+    with torch.inference_mode():
+        torch.testing.assert_close(program.module()(*inputs), quantized(*inputs))
+
+
+def test_get_recipe() -> None:
+    first = quantize.RECIPES[0]
+    assert quantize.get_recipe(first.name) is first
+    with pytest.raises(ValueError, match=first.name):
+        quantize.get_recipe("no_such_recipe")
+
+
+def test_recipe_paths_are_known() -> None:
+    known = {quantize.EXPORTED_PROGRAM, quantize.AOTI, quantize.TORCHSCRIPT, quantize.ONNX}
+    for recipe in quantize.RECIPES:
+        assert recipe.paths and recipe.paths <= known
