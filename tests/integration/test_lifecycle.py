@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -55,7 +56,10 @@ def test_refuses_to_start_without_an_exported_repository(tmp_path):
 
 def test_tampered_artifact_is_not_loaded_and_server_is_not_ready(exported_repository, tmp_path):
     repo = _linked_copy(exported_repository, tmp_path / "repo")
-    artifact = repo / "bert" / "1" / "model.aoti.pt2"
+    manifest = json.loads((repo / "bert" / "manifest.json").read_text())
+    artifact = repo / "bert" / manifest["artifacts"][manifest["runtime"]]["file"]
+    index = json.loads((repo / "repository.json").read_text())["models"]
+    sibling = next(m for m, spec in index.items() if m.startswith("bert_") and spec["backend"] == "python")
     data = bytearray(artifact.read_bytes())
     data[len(data) // 2] ^= 0xFF
     artifact.unlink()
@@ -65,18 +69,18 @@ def test_tampered_artifact_is_not_loaded_and_server_is_not_ready(exported_reposi
         deadline = time.monotonic() + 120
         base = f"http://{server.http_url}/v2"
         while time.monotonic() < deadline:
-            if all(_status(f"{base}/models/{m}/ready") == 200 for m in ("tokenizer", "bert_fp32")):
+            if all(_status(f"{base}/models/{m}/ready") == 200 for m in ("tokenizer", sibling)):
                 break
             assert server.process.poll() is None, server.log()
             time.sleep(0.5)
         else:
-            pytest.fail("tokenizer and bert_fp32 did not load:\n" + server.log())
+            pytest.fail(f"tokenizer and {sibling} did not load:\n" + server.log())
         time.sleep(2)
         assert _status(f"{base}/health/ready") != 200
         assert _status(f"{base}/models/embed/ready") != 200
         assert _status(f"{base}/models/bert/ready") != 200
         log = server.log()
-        assert "not loading bert:" in log and "model.aoti.pt2" in log and "sha256" in log
+        assert "not loading bert:" in log and artifact.name in log and "sha256" in log
     finally:
         stop_server(server)
 

@@ -90,19 +90,23 @@ def test_bert_with_token_ids_grpc_and_http(triton_server, grpc, reference):
     assert out.shape == (1, 384)
 
 
-@pytest.mark.parametrize("model", ["bert", "bert_fp32"])
-def test_served_embeddings_match_eager_fp32(triton_server, grpc, reference, manifest, model):
+def test_served_embeddings_match_eager_fp32(triton_server, grpc, reference, manifest):
+    """Every served precision (bert and its siblings bert_<precision>) against in-process eager fp32."""
     encoder, tok = reference
-    precision = json.loads((triton_server.repository / model / "manifest.json").read_text())["precision"]
-    gate = {"fp32": 0.999, "int8": 0.99}[precision]
+    index = json.loads((triton_server.repository / "repository.json").read_text())
+    models = [m for m, spec in index["models"].items() if m.startswith("bert") and spec["backend"] == "python"]
+    assert "bert" in models and len(models) == 2, models
     texts = sentences()
     encoded = [tok([t], truncation=True, max_length=manifest["max_seq"], return_tensors="pt") for t in texts]
     with torch.inference_mode():
         ref = torch.cat([encoder(e["input_ids"], e["attention_mask"]) for e in encoded]).numpy()
-    for i, (t, enc) in enumerate(zip(texts, encoded, strict=True)):
-        out = grpc.infer(model, _ids_inputs(enc["input_ids"].numpy(), enc["attention_mask"].numpy()))
-        cos = float(out.as_numpy("embedding")[0] @ ref[i])
-        assert cos >= gate, f"{model} ({precision}) cosine {cos:.5f} < {gate} on sentence {i}: {t[:40]!r}"
+    for model in models:
+        precision = json.loads((triton_server.repository / model / "manifest.json").read_text())["precision"]
+        gate = {"fp32": 0.999, "int8": 0.99}[precision]
+        for i, (t, enc) in enumerate(zip(texts, encoded, strict=True)):
+            out = grpc.infer(model, _ids_inputs(enc["input_ids"].numpy(), enc["attention_mask"].numpy()))
+            cos = float(out.as_numpy("embedding")[0] @ ref[i])
+            assert cos >= gate, f"{model} ({precision}) cosine {cos:.5f} < {gate} on sentence {i}: {t[:40]!r}"
 
 
 def test_embed_matches_bert_on_tokenized_text(grpc, reference):
