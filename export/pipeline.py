@@ -86,18 +86,24 @@ def _int8_variant(cfg: ExportConfig, encoder: nn.Module, verifier: Verifier, cal
     recipes = [quantize.get_recipe(cfg.int8_recipe)] if cfg.int8_recipe else list(quantize.RECIPES)
     if cfg.target == "cuda":  # CPU-only quantized kernels cannot serve CUDA
         recipes = [r for r in recipes if art.AOTI in r.paths]
-    failures = []
+    failures: list[AccuracyGateError] = []
     for recipe in recipes:
         module = recipe.apply(encoder, calib).eval()
         try:
             acc = verifier.gate(f"int8 recipe {recipe.name} (eager)", "int8", _eager_runner(module, cfg.target))
         except AccuracyGateError as e:
             log.warning("%s", e)
-            failures.append(str(e))
+            failures.append(e)
             continue
         log.info("int8 recipe %s passes: min cosine %.4f", recipe.name, acc.min_cosine)
         return Variant("int8", module, recipe.paths, recipe=recipe.name, eager_accuracy=acc)
-    raise AccuracyGateError("int8", "every recipe failed: " + "; ".join(failures), 0.0, 0.99)
+    best = max(failures, key=lambda e: e.value, default=None)
+    raise AccuracyGateError(
+        f"int8 (no recipe passed: {', '.join(r.name for r in recipes) or 'none applies'})",
+        best.metric if best else "minimum cosine",
+        best.value if best else 0.0,
+        best.gate if best else 0.99,
+    )
 
 
 def _build(
