@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.setup-done
 ARGS   ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup tools export serve test test-unit lint format validate-deploy loadtest bench clean
+.PHONY: help setup tools export serve test test-unit lint format validate-deploy loadtest loadtest-compare bench clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -27,8 +27,14 @@ tools: setup ## Install the system tools the tests need (Debian prometheus/promt
 export: setup ## Export the default model (MiniLM, CPU) into model_repository/  (ARGS="--help" for options)
 	$(PY) -m export $(ARGS)
 
-serve: setup ## Start tritonserver on model_repository/ (HTTP 8000, gRPC 8001, metrics 8002)
-	$(PY) -m serving $(ARGS)
+serve: setup ## Start tritonserver on model_repository/ (HTTP 8000, gRPC 8001, metrics 8002; REPLICAS=N behind nginx)
+	$(PY) -m $(if $(REPLICAS),serving.replicas --replicas $(REPLICAS),serving) $(ARGS)
+
+loadtest: setup ## Load-test the running server against the 10 ms budget (ARGS="--help"; exit 0 met, 1 breached, 2 could not run)
+	$(PY) -m loadtest $(ARGS)
+
+loadtest-compare: setup ## Compare loadtest with perf_analyzer on the running server (ARGS="--url ... --concurrency 1,4,16")
+	$(PY) -m loadtest.perf_analyzer_compare $(ARGS)
 
 test: tools ## Run unit and integration tests (exports the default model once if needed)
 	$(PY) -m pytest $(ARGS)

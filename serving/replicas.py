@@ -1,0 +1,154 @@
+"""``python -m serving.replicas``: N tritonservers on one repository behind nginx, balancing gRPC per request.
+
+gRPC keeps one HTTP/2 connection per client, so balancing per connection would pin a client to one replica;
+nginx's ``grpc_pass`` picks an upstream per call (per HTTP/2 stream). Replica i listens on
+``base_port + 10*i`` (HTTP), ``+1`` (gRPC), ``+2`` (metrics, scraped per replica); nginx takes the front ports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+NGINX_CONF = """\
+worker_processes 1;
+daemon off;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    client_max_body_size 16m;
+    upstream grpc_replicas {{
+{grpc_servers}
+        keepalive 64;
+    }}
+    upstream http_replicas {{
+{http_servers}
+        keepalive 64;
+    }}
+    server {{
+        listen {host}:{grpc_port} http2;
+        location / {{
+            grpc_pass grpc://grpc_replicas;
+            grpc_next_upstream error timeout unavailable;
+            grpc_next_upstream_tries 2;
+            grpc_read_timeout 30s;
+        }}
+    }}
+    server {{
+        listen {host}:{http_port};
+        location / {{
+            proxy_pass http://http_replicas;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_next_upstream error timeout http_503;
+        }}
+    }}
+}}
+"""
+
+
+@dataclass(frozen=True)
+class Replica:
+    index: int
+    http_port: int
+    grpc_port: int
+    metrics_port: int
+
+
+def replicas(n: int, base_port: int) -> list[Replica]:
+    return [Replica(i, base_port + 10 * i, base_port + 10 * i + 1, base_port + 10 * i + 2) for i in range(n)]
+
+
+def nginx_conf(reps: list[Replica], host: str, http_port: int, grpc_port: int, workdir: Path) -> str:
+    def servers(port_of) -> str:
+        return "\n".join(f"        server 127.0.0.1:{port_of(r)} max_fails=1 fail_timeout=2s;" for r in reps)
+
+    return NGINX_CONF.format(
+        dir=workdir,
+        host=host,
+        http_port=http_port,
+        grpc_port=grpc_port,
+        grpc_servers=servers(lambda r: r.grpc_port),
+        http_servers=servers(lambda r: r.http_port),
+    )
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/health/ready", timeout=1) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    p = argparse.ArgumentParser(prog="python -m serving.replicas", description=__doc__.splitlines()[0])
+    p.add_argument("--replicas", type=int, default=int(os.environ.get("BERTSERVE_SERVE_REPLICAS", "2")))
+    p.add_argument("--repository", default=os.environ.get("BERTSERVE_SERVE_REPOSITORY", "model_repository"))
+    p.add_argument("--host", default=os.environ.get("BERTSERVE_SERVE_HOST", "127.0.0.1"))
+    p.add_argument("--http-port", type=int, default=int(os.environ.get("BERTSERVE_SERVE_HTTP_PORT", "8000")))
+    p.add_argument("--grpc-port", type=int, default=int(os.environ.get("BERTSERVE_SERVE_GRPC_PORT", "8001")))
+    p.add_argument("--base-port", type=int, default=int(os.environ.get("BERTSERVE_SERVE_BASE_PORT", "8100")))
+    p.add_argument("--ready-timeout-s", type=float, default=180)
+    a = p.parse_args(argv)
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not Path(nginx).exists():
+        log.error("nginx is not installed (Debian package nginx; `make tools` installs it)")
+        return 2
+    reps = replicas(a.replicas, a.base_port)
+    workdir = Path(tempfile.mkdtemp(prefix="bertserve-nginx-"))
+    (workdir / "nginx.conf").write_text(nginx_conf(reps, a.host, a.http_port, a.grpc_port, workdir))
+    procs = []
+    for r in reps:
+        cmd = [sys.executable, "-m", "serving", "--repository", a.repository, "--http-port", str(r.http_port),
+               "--grpc-port", str(r.grpc_port), "--metrics-port", str(r.metrics_port)]  # fmt: skip
+        procs.append(subprocess.Popen(cmd))
+    deadline = time.monotonic() + a.ready_timeout_s
+    while not all(_ready(r.http_port) for r in reps):
+        if time.monotonic() > deadline or any(pr.poll() is not None for pr in procs):
+            log.error("replicas did not all become ready; stopping")
+            for pr in procs:
+                pr.terminate()
+            return 1
+        time.sleep(0.5)
+    front = subprocess.Popen([nginx, "-p", str(workdir), "-c", str(workdir / "nginx.conf")])
+    log.info(
+        "%d replicas ready behind nginx: gRPC %s:%d, HTTP %s:%d; replica metrics on %s",
+        len(reps), a.host, a.grpc_port, a.host, a.http_port, ", ".join(str(r.metrics_port) for r in reps),
+    )  # fmt: skip
+
+    def stop(signum: int, _frame: object) -> None:
+        log.info("received %s: stopping nginx, then draining the replicas", signal.Signals(signum).name)
+        front.send_signal(signal.SIGQUIT)
+        for pr in procs:
+            pr.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    codes = [front.wait(), *[pr.wait() for pr in procs]]
+    shutil.rmtree(workdir, ignore_errors=True)
+    return max(codes, key=abs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
