@@ -48,7 +48,7 @@ http {{
         listen {host}:{grpc_port} http2;
         location / {{
             grpc_pass grpc://grpc_replicas;
-            grpc_next_upstream error timeout unavailable;
+            grpc_next_upstream error timeout http_502 http_503 non_idempotent;
             grpc_next_upstream_tries 2;
             grpc_read_timeout 30s;
         }}
@@ -59,7 +59,7 @@ http {{
             proxy_pass http://http_replicas;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
-            proxy_next_upstream error timeout http_503;
+            proxy_next_upstream error timeout http_502 http_503 non_idempotent;
         }}
     }}
 }}
@@ -117,7 +117,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     reps = replicas(a.replicas, a.base_port)
     workdir = Path(tempfile.mkdtemp(prefix="bertserve-nginx-"))
-    (workdir / "nginx.conf").write_text(nginx_conf(reps, a.host, a.http_port, a.grpc_port, workdir))
+    conf = workdir / "nginx.conf"
+    conf.write_text(nginx_conf(reps, a.host, a.http_port, a.grpc_port, workdir))
+    check = subprocess.run([nginx, "-t", "-q", "-p", str(workdir), "-c", str(conf)], capture_output=True, text=True)
+    if check.returncode != 0:
+        log.error("nginx rejects the generated configuration: %s", check.stderr.strip())
+        return 2
     procs = []
     for r in reps:
         cmd = [sys.executable, "-m", "serving", "--repository", a.repository, "--http-port", str(r.http_port),
@@ -131,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                 pr.terminate()
             return 1
         time.sleep(0.5)
-    front = subprocess.Popen([nginx, "-p", str(workdir), "-c", str(workdir / "nginx.conf")])
+    front = subprocess.Popen([nginx, "-p", str(workdir), "-c", str(conf)])
     log.info(
         "%d replicas ready behind nginx: gRPC %s:%d, HTTP %s:%d; replica metrics on %s",
         len(reps), a.host, a.grpc_port, a.host, a.http_port, ", ".join(str(r.metrics_port) for r in reps),
