@@ -56,8 +56,14 @@ def _bundled_backends(root: Path) -> Path:
     return dest
 
 
+# The thread budget of the model processes, unless the environment sets its own. OpenMP workers that spin
+# after each parallel region (the default ACTIVE policy) take the cores that the tokenizer, Triton and the
+# clients need: on 2 cores that made `embed` 80x slower at concurrency 1 (docs/PERFORMANCE.md).
+THREAD_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "TOKENIZERS_PARALLELISM": "false"}
+
+
 def locate(cfg: ServeConfig) -> Server:
-    env = dict(os.environ)
+    env = {**THREAD_ENV, **os.environ}
     explicit = cfg.tritonserver or shutil.which("tritonserver")
     if explicit:
         binary = Path(explicit)
