@@ -56,10 +56,11 @@ def _bundled_backends(root: Path) -> Path:
     return dest
 
 
-# The thread budget of the model processes, unless the environment sets its own. OpenMP workers that spin
-# after each parallel region (the default ACTIVE policy) take the cores that the tokenizer, Triton and the
-# clients need: on 2 cores that made `embed` 80x slower at concurrency 1 (docs/PERFORMANCE.md).
-THREAD_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "TOKENIZERS_PARALLELISM": "false"}
+# The thread budget of the model processes, unless the environment sets its own. libgomp's workers spin for
+# a long while after each parallel region and take the cores that the tokenizer, Triton and the clients need
+# (on 2 busy cores `embed` went from 6 ms to 870 ms at concurrency 1); never spinning costs 8x per forward.
+# A short spin keeps both: see docs/PERFORMANCE.md. The tokenizer runs single-threaded beside the model.
+THREAD_ENV = {"GOMP_SPINCOUNT": "10000", "TOKENIZERS_PARALLELISM": "false"}
 
 
 def locate(cfg: ServeConfig) -> Server:
