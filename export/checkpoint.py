@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import transformers
 from transformers import AutoTokenizer, BertConfig, BertModel, PreTrainedTokenizerFast
 
 from export.errors import CheckpointError, ConfigError
@@ -86,6 +87,7 @@ def _tokenizer(path: Path) -> PreTrainedTokenizerFast:
 def load(spec: str) -> Checkpoint:
     """Load ``minilm``, ``bert-base`` or a local BERT directory, offline, in eval mode."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    transformers.logging.set_verbosity_error()  # the load report lists the unused pooler weights, by design
     if spec == "bert-base":
         # BertConfig() is the BERT-base shape; no package ships its weights, so they are seeded.
         tok_dir = minilm_path()

@@ -12,22 +12,23 @@ from serving.errors import RequestError
 PAD_ID = 0
 
 
-def length_buckets(max_seq: int) -> list[int]:
-    """16, 32, 64, ... up to max_seq (always included)."""
-    out, b = [], 16
-    while b < max_seq:
+def _doubling(start: int, limit: int) -> list[int]:
+    """start, 2*start, 4*start, ... below limit, then limit itself."""
+    out, b = [], start
+    while b < limit:
         out.append(b)
         b *= 2
-    return [*out, max_seq]
+    return [*out, limit]
+
+
+def length_buckets(max_seq: int) -> list[int]:
+    """16, 32, 64, ... up to max_seq (always included)."""
+    return _doubling(16, max_seq)
 
 
 def batch_buckets(max_batch: int) -> list[int]:
     """1, 2, 4, ... up to max_batch (always included)."""
-    out, b = [], 1
-    while b < max_batch:
-        out.append(b)
-        b *= 2
-    return [*out, max_batch]
+    return _doubling(1, max_batch)
 
 
 def bucket_for(value: int, buckets: list[int]) -> int:
