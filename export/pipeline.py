@@ -171,7 +171,7 @@ def _variants(cfg: ExportConfig, encoder: nn.Module, verifier: Verifier, ckpt, m
 
 def run(cfg: ExportConfig) -> Path:
     log.info("export config: %s", cfg)
-    steps = Steps(total=4 + len(cfg.precisions) * (len(art.PATHS) - len(cfg.skip)))
+    steps = Steps(total=3 + len(cfg.precisions) * len(art.PATHS))
     writer = None
     try:
         with steps.step("load checkpoint"):
@@ -186,6 +186,7 @@ def run(cfg: ExportConfig) -> Path:
             dynamo = art.graph_breaks(encoder, cfg.target)
         with steps.step("quantize / cast"):
             variants = _variants(cfg, encoder, verifier, ckpt, max_seq)
+        steps.bar.total = 4 + sum(len(v.paths - cfg.skip) for v in variants)
         not_built = []
         for v in variants:
             not_built += _build(cfg, v, writer.version_dir(v.staging_name), max_seq, verifier, steps)
