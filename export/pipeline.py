@@ -253,7 +253,8 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
                 "runtime": v.runtime,
                 "artifacts": {p: {"file": e["file"]} for p, e in v.built.items()},
                 "accuracy": {
-                    p: {k: e[k] for k in ("min_cosine", "mean_cosine", "spearman")} for p, e in v.built.items()
+                    **({"eager": v.eager_accuracy.as_dict()} if v.eager_accuracy else {}),
+                    **{p: {k: e[k] for k in ("min_cosine", "mean_cosine", "spearman")} for p, e in v.built.items()},
                 },
                 "latency_ms_batch1_16tok": round(v.latency_ms, 3),
                 "compile_report": report,
