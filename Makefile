@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.setup-done
 ARGS   ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup tools export serve test test-unit lint format validate-deploy loadtest loadtest-compare bench clean
+.PHONY: help setup tools export serve test test-unit lint format validate-deploy loadtest loadtest-compare reliability bench clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -37,7 +37,10 @@ loadtest-compare: setup ## Compare loadtest with perf_analyzer on the running se
 	$(PY) -m loadtest.perf_analyzer_compare $(ARGS)
 
 test: tools ## Run unit and integration tests (exports the default model once if needed)
-	$(PY) -m pytest $(ARGS)
+	$(PY) -m pytest -m "not reliability" $(ARGS)
+
+reliability: tools ## Bounded fault and overload runs on loopback: stub kill, server restart, 3x overload
+	$(PY) -m pytest -m reliability -o log_cli=true -o log_cli_level=INFO $(ARGS)
 
 test-unit: setup ## Run the unit tests only
 	$(PY) -m pytest tests/unit $(ARGS)

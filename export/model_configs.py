@@ -24,6 +24,37 @@ class ServingShape:
     max_queue_delay_us: int
     execution_env: str  # the Python environment the backend stub runs in
     warmup_seq: int  # token count of the warm-up ids
+    queue: QueuePolicy | None = None  # None: QueuePolicy.for_batch(max_batch)
+
+
+@dataclass(frozen=True)
+class QueuePolicy:
+    """Load shedding of a dynamically batched model (Triton's ModelQueuePolicy, timeout_action REJECT).
+
+    A request that finds ``max_queue_size`` requests waiting, or that waits longer than its timeout, is answered
+    at once with UNAVAILABLE (HTTP 503) instead of queueing without bound. ``timeout_us`` is the default; a
+    client may send a shorter per-request ``timeout`` (its deadline) when ``allow_timeout_override`` is set.
+    """
+
+    max_queue_size: int
+    timeout_us: int
+    allow_timeout_override: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_queue_size < 1:
+            raise ValueError(f"max_queue_size must be at least 1, got {self.max_queue_size}")
+        if self.timeout_us < 1:
+            raise ValueError(f"timeout_us must be at least 1, got {self.timeout_us}")
+
+    @classmethod
+    def for_batch(cls, max_batch: int) -> QueuePolicy:
+        """Two full batches may wait; none waits longer than QUEUE_TIMEOUT_US."""
+        return cls(max_queue_size=2 * max_batch, timeout_us=QUEUE_TIMEOUT_US)
+
+
+# The default longest wait in a model's queue. On the 2-core CPU a full batch of 32 runs ~100 ms, so a request
+# that waited longer than one more batch would miss any deadline a client could keep (docs/RELIABILITY.md).
+QUEUE_TIMEOUT_US = 100_000
 
 
 def render(config: dict[str, Any]) -> str:
@@ -43,6 +74,21 @@ def _batching(shape: ServingShape) -> dict[str, Any]:
     return {"max_queue_delay_microseconds": shape.max_queue_delay_us}
 
 
+def queue_policy(policy: QueuePolicy) -> dict[str, Any]:
+    """The ``default_queue_policy`` of a dynamically batched model (an ensemble takes none)."""
+    return {
+        "timeout_action": "REJECT",
+        "default_timeout_microseconds": policy.timeout_us,
+        "allow_timeout_override": policy.allow_timeout_override,
+        "max_queue_size": policy.max_queue_size,
+    }
+
+
+def _shedding(shape: ServingShape) -> dict[str, Any]:
+    policy = shape.queue or QueuePolicy.for_batch(shape.max_batch)
+    return {**_batching(shape), "default_queue_policy": queue_policy(policy)}
+
+
 def tokenizer_config(shape: ServingShape) -> dict[str, Any]:
     return {
         "name": "tokenizer",
@@ -54,7 +100,7 @@ def tokenizer_config(shape: ServingShape) -> dict[str, Any]:
             {"name": "attention_mask", "data_type": "TYPE_INT64", "dims": [-1]},
             {"name": "truncated", "data_type": "TYPE_BOOL", "dims": [1]},
         ],
-        "dynamic_batching": _batching(shape),
+        "dynamic_batching": _shedding(shape),
         "instance_group": [{"kind": "KIND_CPU", "count": shape.instances}],
         "parameters": _params(EXECUTION_ENV_PATH=shape.execution_env, max_seq=str(shape.max_seq)),
         "model_warmup": [
@@ -77,7 +123,7 @@ def bert_config(name: str, shape: ServingShape, precision: str, runtime: str) ->
         "max_batch_size": shape.max_batch,
         "input": [{"name": "input_ids", **ragged}, {"name": "attention_mask", **ragged}],
         "output": [{"name": "embedding", "data_type": "TYPE_FP32", "dims": [shape.hidden]}],
-        "dynamic_batching": _batching(shape),
+        "dynamic_batching": _shedding(shape),
         "instance_group": [{"kind": shape.kind, "count": shape.instances}],
         "parameters": _params(EXECUTION_ENV_PATH=shape.execution_env, precision=precision, runtime=runtime),
         "model_warmup": [

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 ENV_PREFIX = "BERTSERVE_SERVE_"
+
+# Triton APIs (HTTP) / protocols (gRPC) that only an operator holding the admin key may call: loading and
+# unloading models, and the trace and logging settings (a trace file path is a file the server writes).
+RESTRICTED = ("model-repository", "trace", "logging")
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+GRPC_HEADER_PREFIX = "triton-grpc-protocol-"
 
 
 @dataclass(frozen=True)
@@ -20,14 +26,60 @@ class ServeConfig:
     tritonserver: str = ""  # empty: a tritonserver on PATH, else the one bundled in the pytriton wheel
     exit_timeout_s: int = 30  # how long SIGTERM / Ctrl-C waits for in-flight requests
     log_verbose: int = 0
+    # Header that carries the admin key on model-repository, trace and logging calls (gRPC metadata is lower case).
+    admin_header: str = "bertserve-admin-key"
+    # The admin key; empty: a random one per start, known to no one, so those APIs are closed. Never logged.
+    admin_key: str = field(default="", repr=False)
+    grpc_use_ssl: bool = False  # TLS on gRPC with grpc_server_cert / grpc_server_key (PEM files)
+    grpc_ssl_mutual: bool = False  # mutual TLS: clients must present a certificate signed by grpc_root_cert
+    grpc_server_cert: str = ""
+    grpc_server_key: str = ""
+    grpc_root_cert: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.admin_header or self.admin_header != self.admin_header.lower() or ":" in self.admin_header:
+            raise ValueError(f"admin_header must be a lower-case header name, got {self.admin_header!r}")
+        if any(c in self.admin_key for c in ",:= \t\n"):
+            raise ValueError("admin_key must not contain ',', ':', '=' or white space")
+        tls = self.grpc_use_ssl or self.grpc_ssl_mutual
+        if tls and not (self.grpc_server_cert and self.grpc_server_key):
+            raise ValueError("gRPC TLS needs --grpc-server-cert and --grpc-server-key")
+        if self.grpc_ssl_mutual and not self.grpc_root_cert:
+            raise ValueError("mutual TLS needs --grpc-root-cert (the CA that signs client certificates)")
+        for path in (self.grpc_server_cert, self.grpc_server_key, self.grpc_root_cert):
+            if path and not Path(path).is_file():
+                raise ValueError(f"certificate file {path} does not exist")
+
+    @property
+    def grpc_admin_header(self) -> str:
+        """The metadata key a gRPC client sends the admin key in (Triton prefixes the configured header)."""
+        return GRPC_HEADER_PREFIX + self.admin_header
+
+    @property
+    def loopback_only(self) -> bool:
+        return self.host in LOOPBACK
+
+
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def parse_args(argv: list[str] | None = None) -> ServeConfig:
     p = argparse.ArgumentParser(prog="python -m serving", description="Serve the exported repository on tritonserver.")
     for f in fields(ServeConfig):
         default = os.environ.get(ENV_PREFIX + f.name.upper(), str(f.default))
-        kind = int if f.type in ("int", int) else str
-        p.add_argument("--" + f.name.replace("_", "-"), type=kind, default=kind(default))
+        kind = {"int": int, int: int, "bool": _bool, bool: _bool}.get(f.type, str)
+        help_text = "(default: random per start; env BERTSERVE_SERVE_ADMIN_KEY)" if f.name == "admin_key" else None
+        p.add_argument("--" + f.name.replace("_", "-"), type=kind, default=kind(default), help=help_text)
     a = vars(p.parse_args(argv))
     a["repository"] = Path(a["repository"])
-    return ServeConfig(**a)
+    try:
+        return ServeConfig(**a)
+    except ValueError as e:
+        p.error(str(e))
+        raise

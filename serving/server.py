@@ -5,16 +5,20 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import shutil
 import signal
 import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
+import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from serving.config import ServeConfig
+from serving.config import RESTRICTED, ServeConfig
 from serving.manifest import REPOSITORY_INDEX, VerificationError, read, verify
 
 log = logging.getLogger(__name__)
@@ -106,7 +110,12 @@ def select_models(repo: Path, backend_dir: Path) -> list[str]:
     return load
 
 
-def command(cfg: ServeConfig, server: Server, models: list[str]) -> list[str]:
+def _python_models(repo: Path, models: list[str]) -> list[str]:
+    index = json.loads((repo / REPOSITORY_INDEX).read_text())["models"]
+    return [m for m in models if index[m]["backend"] == "python"]
+
+
+def command(cfg: ServeConfig, server: Server, models: list[str], admin_key: str | None = None) -> list[str]:
     cmd = [
         str(server.binary),
         f"--model-repository={cfg.repository.resolve()}",
@@ -125,29 +134,141 @@ def command(cfg: ServeConfig, server: Server, models: list[str]) -> list[str]:
         "--allow-metrics=true",
         "--metrics-config=summary_latencies=true",
         f"--log-verbose={cfg.log_verbose}",
+        *restricted(cfg, admin_key),
+        *tls(cfg),
     ]
     return cmd
 
 
+def restricted(cfg: ServeConfig, key: str | None = None) -> list[str]:
+    """Model load/unload, trace and logging answer only calls that carry the admin key in ``admin_header``.
+
+    Without a configured key, a random one per start: the APIs are closed to everyone but this launcher."""
+    key = key or cfg.admin_key or secrets.token_urlsafe(32)
+    spec = f"{','.join(RESTRICTED)}:{cfg.admin_header}={key}"
+    return [f"--grpc-restricted-protocol={spec}", f"--http-restricted-api={spec}"]
+
+
+def tls(cfg: ServeConfig) -> list[str]:
+    if cfg.grpc_ssl_mutual:
+        return [
+            "--grpc-use-ssl-mutual=true",
+            f"--grpc-server-cert={cfg.grpc_server_cert}",
+            f"--grpc-server-key={cfg.grpc_server_key}",
+            f"--grpc-root-cert={cfg.grpc_root_cert}",
+        ]
+    if cfg.grpc_use_ssl:
+        return [
+            "--grpc-use-ssl=true",
+            f"--grpc-server-cert={cfg.grpc_server_cert}",
+            f"--grpc-server-key={cfg.grpc_server_key}",
+        ]
+    return []
+
+
+def _warn_exposure(cfg: ServeConfig) -> None:
+    if cfg.loopback_only:
+        return
+    if not cfg.grpc_ssl_mutual:
+        log.warning(
+            "gRPC inference on %s is open to anyone who can reach it: use --grpc-ssl-mutual, or keep the server on "
+            "loopback behind the authenticating proxy",
+            cfg.host,
+        )
+    log.warning("HTTP on %s has no TLS in this tritonserver: expose it only through the proxy", cfg.host)
+
+
+STUB = "triton_python_backend_stub"
+WATCH_INTERVAL_S = 1.0
+
+
+def _stub_models(tritonserver_pid: int) -> set[str]:
+    """Models with a live Python-backend stub under tritonserver (a stub's first argument is <model>/1/model.py)."""
+    out = set()
+    for task in Path(f"/proc/{tritonserver_pid}/task").glob("*/children"):
+        for pid in task.read_text().split():
+            try:
+                args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if len(args) > 1 and Path(args[0].decode(errors="replace")).name == STUB:
+                out.add(Path(args[1].decode(errors="replace")).parent.parent.name)
+    return out
+
+
+class StubWatchdog(threading.Thread):
+    """Reloads a Python-backend model whose stub died (tritonserver 2.51 answers 'Stub process is not healthy'
+    for it and never restarts it, while still reporting it ready): unload, then load, through the restricted
+    model-repository API with the launcher's admin key."""
+
+    def __init__(self, cfg: ServeConfig, proc: subprocess.Popen, models: list[str], admin_key: str) -> None:
+        super().__init__(name="stub-watchdog", daemon=True)
+        self.proc, self.models, self.key, self.header = proc, models, admin_key, cfg.admin_header
+        host = "127.0.0.1" if cfg.host in ("0.0.0.0", "::") else cfg.host
+        self.base = f"http://{host}:{cfg.http_port}/v2/repository/models"
+        self.stopping = threading.Event()
+        self.seen: set[str] = set()
+
+    def _call(self, model: str, action: str) -> None:
+        req = urllib.request.Request(
+            f"{self.base}/{model}/{action}", data=b"{}", method="POST", headers={self.header: self.key}
+        )
+        with urllib.request.urlopen(req, timeout=300) as r:
+            r.read()
+
+    def _reported_ready(self, model: str) -> bool:
+        url = self.base.replace("/v2/repository/models", f"/v2/models/{model}/ready")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    def run(self) -> None:
+        while not self.stopping.wait(WATCH_INTERVAL_S) and self.proc.poll() is None:
+            alive = _stub_models(self.proc.pid) & set(self.models)
+            for model in sorted(self.seen - alive):
+                if self.stopping.is_set():
+                    return
+                if not self._reported_ready(model):  # unloaded on purpose (or loading): not ours to undo
+                    self.seen.discard(model)
+                    continue
+                log.error("the backend stub of %s died: reloading the model", model)
+                start = time.monotonic()
+                try:
+                    self._call(model, "unload")
+                    self._call(model, "load")
+                    log.info("reloaded %s in %.1f s", model, time.monotonic() - start)
+                except OSError as e:
+                    log.error("reloading %s failed: %s", model, e)
+            self.seen |= alive
+
+
 def serve(cfg: ServeConfig) -> int:
     """Run tritonserver in the foreground; SIGINT/SIGTERM are passed on so that it drains and exits."""
-    log.info("serve config: %s", cfg)
+    log.info("serve config: %s (admin key %s)", cfg, "configured" if cfg.admin_key else "random, APIs closed")
+    _warn_exposure(cfg)
     server = locate(cfg)
     models = select_models(cfg.repository, server.backend_dir)
     if not models:
         raise LaunchError(f"no model of {cfg.repository} can be loaded")
-    cmd = command(cfg, server, models)
+    key = cfg.admin_key or secrets.token_urlsafe(32)
+    cmd = command(cfg, server, models, key)
     log.info("starting %s with models %s", server.binary, ", ".join(models))
     proc = subprocess.Popen(cmd, env=server.env)
+    watchdog = StubWatchdog(cfg, proc, _python_models(cfg.repository, models), key)
+    watchdog.start()
 
     def forward(signum: int, _frame: object) -> None:
         log.info(
             "received %s: draining in-flight requests (up to %d s)", signal.Signals(signum).name, cfg.exit_timeout_s
         )
+        watchdog.stopping.set()
         proc.send_signal(signal.SIGTERM)
 
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGTERM, forward)
     code = proc.wait()
+    watchdog.stopping.set()
     log.info("tritonserver exited with %d", code)
     return code

@@ -1,0 +1,178 @@
+"""The server under test as processes: start ``python -m serving`` on free loopback ports, find the stubs, sample
+resident memory and open file descriptors from /proc, stop everything that was started."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parents[1]
+STUB = "triton_python_backend_stub"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class ServerProcess:
+    process: subprocess.Popen
+    grpc_url: str
+    http_url: str
+    metrics_url: str
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def http_status(self, path: str, timeout_s: float = 1.0) -> int:
+        try:
+            with urllib.request.urlopen(f"http://{self.http_url}{path}", timeout=timeout_s) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+        except OSError:
+            return 0
+
+    @property
+    def ports(self) -> tuple[int, int, int]:
+        return tuple(int(u.rsplit(":", 1)[1]) for u in (self.http_url, self.grpc_url, self.metrics_url))
+
+    def ready(self) -> bool:
+        return self.http_status("/v2/health/ready") == 200
+
+    def wait_ready(self, timeout_s: float = 180, poll_s: float = 0.1) -> float:
+        start = time.monotonic()
+        while time.monotonic() - start < timeout_s:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited with {self.process.returncode}:\n{self.log()[-4000:]}")
+            if self.ready():
+                return time.monotonic() - start
+            time.sleep(poll_s)
+        raise TimeoutError(f"server not ready after {timeout_s} s:\n{self.log()[-4000:]}")
+
+    def tritonserver_pid(self) -> int:
+        """The tritonserver child of the launcher."""
+        for pid in children(self.process.pid):
+            if Path(argv(pid)[0]).name == "tritonserver":
+                return pid
+        raise LookupError(f"no tritonserver under pid {self.process.pid}")
+
+    def stub_pid(self, model: str) -> int:
+        """The Python-backend stub serving ``model`` (its first argument is the model's model.py)."""
+        for pid in descendants(self.tritonserver_pid()):
+            args = argv(pid)
+            if Path(args[0]).name == STUB and len(args) > 1 and args[1].endswith(f"/{model}/1/model.py"):
+                return pid
+        raise LookupError(f"no backend stub of {model!r} under tritonserver")
+
+    def processes(self) -> list[int]:
+        """tritonserver and every stub under it."""
+        server = self.tritonserver_pid()
+        return [server, *descendants(server)]
+
+
+def children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def descendants(pid: int) -> list[int]:
+    out, todo = [], children(pid)
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children(p))
+    return out
+
+
+def argv(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return [""]
+    return raw.decode(errors="replace").rstrip("\0").split("\0")
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def start(
+    repository: Path,
+    log_path: Path,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    ports: tuple[int, int, int] | None = None,
+) -> ServerProcess:
+    """``python -m serving`` on ``ports`` (http, grpc, metrics), free ones when not given."""
+    http, grpc, metrics = ports or (free_port(), free_port(), free_port())
+    cmd = [
+        sys.executable, "-m", "serving", "--repository", str(repository),
+        "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics), *extra,
+    ]  # fmt: skip
+    with log_path.open("w") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+    return ServerProcess(proc, f"127.0.0.1:{grpc}", f"127.0.0.1:{http}", f"127.0.0.1:{metrics}", log_path)
+
+
+def stop(server: ServerProcess, timeout_s: float = 60, sig: int = signal.SIGTERM) -> int:
+    """``sig`` (SIGTERM: drain) to the launcher and tritonserver, then SIGKILL of whatever is left."""
+    left: list[int] = []
+    if server.process.poll() is None:
+        with contextlib.suppress(LookupError):
+            left = server.processes()
+    regions = [a[2] for a in map(argv, left) if Path(a[0]).name == STUB and len(a) > 2]
+    if server.process.poll() is None:
+        server.process.send_signal(sig)
+        if sig == signal.SIGKILL and left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(left[0], signal.SIGKILL)
+        try:
+            server.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            server.process.kill()
+            server.process.wait()
+    for pid in left:  # a stub that outlived its server; a pid reused since is left alone
+        if Path(argv(pid)[0]).name in (STUB, "tritonserver"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    for name in regions:  # a killed server leaves its stubs' shared-memory regions behind
+        with contextlib.suppress(OSError):
+            (Path("/dev/shm") / name).unlink()
+    return server.process.returncode
+
+
+@contextlib.contextmanager
+def running(repository: Path, log_path: Path, *extra: str, ready_timeout_s: float = 180) -> Iterator[ServerProcess]:
+    server = start(repository, log_path, *extra)
+    try:
+        server.wait_ready(ready_timeout_s)
+        yield server
+    finally:
+        stop(server)

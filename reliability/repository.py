@@ -1,0 +1,57 @@
+"""Copies of an exported repository for fault runs: hard-linked (cheap), a file replaced rather than written into."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from google.protobuf import json_format
+
+from export.model_configs import QueuePolicy, parse, queue_policy, render
+from serving.manifest import MANIFEST, sha256
+
+SHEDDING_MODELS = ("tokenizer", "bert")
+
+
+def linked_copy(src: Path, dst: Path) -> Path:
+    """dst as a tree of hard links to src (a plain copy across file systems)."""
+
+    def link(a: str, b: str) -> None:
+        try:
+            os.link(a, b)
+        except OSError:
+            shutil.copy2(a, b)
+
+    shutil.copytree(src, dst, copy_function=link, symlinks=True)
+    return dst
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Write by replacing the directory entry, so that a hard-linked original is left as it was."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def rewrite_config(model_dir: Path, policy: QueuePolicy) -> None:
+    """Set the model's queue policy through the config generator and record the new hash in its manifest."""
+    config = json_format.MessageToDict(
+        parse((model_dir / "config.pbtxt").read_text()), preserving_proto_field_name=True
+    )
+    config.setdefault("dynamic_batching", {})["default_queue_policy"] = queue_policy(policy)
+    replace_file(model_dir / "config.pbtxt", render(config).encode())
+    manifest = json.loads((model_dir / MANIFEST).read_text())
+    path = model_dir / "config.pbtxt"
+    manifest["files"]["config.pbtxt"] = {"sha256": sha256(path), "bytes": path.stat().st_size}
+    replace_file(model_dir / MANIFEST, json.dumps(manifest, indent=2).encode())
+
+
+def shedding_copy(src: Path, dst: Path, policy: QueuePolicy | None) -> Path:
+    """A linked copy of src; with a policy, tokenizer's and bert's configs carry it instead of the exported one."""
+    linked_copy(src, dst)
+    if policy is not None:
+        for name in SHEDDING_MODELS:
+            rewrite_config(dst / name, policy)
+    return dst

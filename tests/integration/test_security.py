@@ -1,0 +1,156 @@
+"""Security of the real tritonserver: the model-repository API needs the admin key; gRPC over TLS."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
+
+from reliability import processes
+from reliability.repository import linked_copy
+from serving.config import GRPC_HEADER_PREFIX, ServeConfig
+
+pytestmark = pytest.mark.integration
+
+HEADER = ServeConfig.admin_header  # HTTP sends it as is
+GRPC_HEADER = GRPC_HEADER_PREFIX + HEADER  # gRPC metadata carries Triton's prefix
+KEY = "test-admin-key-0123456789"
+SIDE_MODEL = "bert_fp32"  # loaded, but outside the ensemble: unloading it breaks nothing else
+
+
+@pytest.fixture(scope="module")
+def keyed_server(exported_repository, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("keyed")
+    repo = linked_copy(exported_repository, tmp / "repo")
+    with processes.running(repo, tmp / "server.log", "--admin-key", KEY) as server:
+        yield server
+
+
+def _http(method: str, url: str, headers: dict[str, str] | None = None) -> int:
+    req = urllib.request.Request(url, data=b"{}" if method == "POST" else None, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def _embed(client: grpcclient.InferenceServerClient) -> np.ndarray:
+    inp = grpcclient.InferInput("TEXT", [1, 1], "BYTES")
+    inp.set_data_from_numpy(np.array([[b"hello secure world"]], dtype=np.object_))
+    return client.infer("embed", [inp], client_timeout=30).as_numpy("EMBEDDING")
+
+
+def test_grpc_unload_needs_the_admin_key(keyed_server):
+    client = grpcclient.InferenceServerClient(keyed_server.grpc_url)
+    for headers in (None, {GRPC_HEADER: "wrong-key"}, {HEADER: KEY}):
+        with pytest.raises(InferenceServerException) as e:
+            client.unload_model(SIDE_MODEL, headers=headers)
+        assert "UNAVAILABLE" in str(e.value.status()) and "restricted" in e.value.message().lower()
+        with pytest.raises(InferenceServerException):
+            client.get_model_repository_index(headers=headers)
+    assert client.is_model_ready(SIDE_MODEL)
+    assert _embed(client).shape == (1, 384)  # inference needs no key
+
+    client.unload_model(SIDE_MODEL, headers={GRPC_HEADER: KEY})
+    assert not client.is_model_ready(SIDE_MODEL)
+    client.load_model(SIDE_MODEL, headers={GRPC_HEADER: KEY})
+    assert client.is_model_ready(SIDE_MODEL)
+    client.close()
+
+
+def test_http_unload_needs_the_admin_key(keyed_server):
+    url = f"http://{keyed_server.http_url}/v2/repository/models/{SIDE_MODEL}/unload"
+    assert _http("POST", url) == 403
+    assert _http("POST", url, {HEADER: "wrong-key"}) == 403
+    assert _http("GET", f"http://{keyed_server.http_url}/v2/models/{SIDE_MODEL}/ready") == 200
+    assert _http("POST", f"http://{keyed_server.http_url}/v2/logging", {"Content-Type": "application/json"}) == 403
+
+    assert _http("POST", url, {HEADER: KEY}) == 200
+    assert _http("GET", f"http://{keyed_server.http_url}/v2/models/{SIDE_MODEL}/ready") != 200
+    load = f"http://{keyed_server.http_url}/v2/repository/models/{SIDE_MODEL}/load"
+    assert _http("POST", load, {HEADER: KEY}) == 200
+    assert _http("GET", f"http://{keyed_server.http_url}/v2/models/{SIDE_MODEL}/ready") == 200
+
+
+def test_admin_key_is_not_logged(keyed_server):
+    assert KEY not in keyed_server.log()
+    assert "admin key configured" in keyed_server.log()
+
+
+def _openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def certificates(tmp_path_factory) -> dict[str, Path]:
+    """A throw-away CA, a server certificate for 127.0.0.1 / localhost and a client certificate, all signed by it."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    d = tmp_path_factory.mktemp("certs")
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=bertserve test CA",
+             "-keyout", str(d / "ca.key"), "-out", str(d / "ca.crt"))  # fmt: skip
+    for name, ext in (
+        ("server", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth"),
+        ("client", "extendedKeyUsage=clientAuth"),
+    ):
+        (d / f"{name}.ext").write_text(ext + "\n")
+        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
+                 "-keyout", str(d / f"{name}.key"), "-out", str(d / f"{name}.csr"))  # fmt: skip
+        _openssl("x509", "-req", "-in", str(d / f"{name}.csr"), "-CA", str(d / "ca.crt"), "-CAkey", str(d / "ca.key"),
+                 "-CAcreateserial", "-days", "1", "-extfile", str(d / f"{name}.ext"), "-out", str(d / f"{name}.crt"))  # fmt: skip
+    return {p.stem + p.suffix.replace(".", "_"): p for p in d.iterdir()}
+
+
+def test_grpc_tls_serves_encrypted_and_refuses_plaintext(exported_repository, tmp_path, certificates):
+    c = certificates
+    repo = linked_copy(exported_repository, tmp_path / "repo")
+    tls = [
+        "--grpc-use-ssl",
+        "true",
+        "--grpc-server-cert",
+        str(c["server_crt"]),
+        "--grpc-server-key",
+        str(c["server_key"]),
+    ]
+    with processes.running(repo, tmp_path / "server.log", *tls) as server:
+        secure = grpcclient.InferenceServerClient(server.grpc_url, ssl=True, root_certificates=str(c["ca_crt"]))
+        assert secure.is_server_ready()
+        assert _embed(secure).shape == (1, 384)
+        secure.close()
+        plain = grpcclient.InferenceServerClient(server.grpc_url)
+        with pytest.raises(InferenceServerException):
+            _embed(plain)
+        plain.close()
+        untrusted = grpcclient.InferenceServerClient(server.grpc_url, ssl=True)  # system roots: not our CA
+        with pytest.raises(InferenceServerException):
+            untrusted.is_server_ready()
+        untrusted.close()
+
+
+def test_grpc_mutual_tls_needs_a_client_certificate(exported_repository, tmp_path, certificates):
+    c = certificates
+    repo = linked_copy(exported_repository, tmp_path / "repo")
+    mtls = ["--grpc-ssl-mutual", "true", "--grpc-server-cert", str(c["server_crt"]),
+            "--grpc-server-key", str(c["server_key"]), "--grpc-root-cert", str(c["ca_crt"])]  # fmt: skip
+    with processes.running(repo, tmp_path / "server.log", *mtls) as server:
+        anonymous = grpcclient.InferenceServerClient(server.grpc_url, ssl=True, root_certificates=str(c["ca_crt"]))
+        with pytest.raises(InferenceServerException):
+            _embed(anonymous)
+        anonymous.close()
+        known = grpcclient.InferenceServerClient(
+            server.grpc_url,
+            ssl=True,
+            root_certificates=str(c["ca_crt"]),
+            private_key=str(c["client_key"]),
+            certificate_chain=str(c["client_crt"]),
+        )
+        assert _embed(known).shape == (1, 384)
+        known.close()
