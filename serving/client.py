@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 from tritonclient.utils import InferenceServerException
 
+MAX_BACKOFF_S = 1.0
+
 
 class EmbedError(Exception):
     """Base of every client error; ``status`` is the server's gRPC status name or HTTP code."""
@@ -58,7 +60,9 @@ def map_error(e: Exception) -> EmbedError:
     if isinstance(e, InferenceServerException):
         status = str(e.status() or "").removeprefix("StatusCode.")
         message = e.message() or str(e)
-        if "unknown model" in message.lower() or "not found" in message.lower() and status in ("400", "NOT_FOUND"):
+        if "has no available versions" in message:  # the model is (re)loading: retryable
+            return Unavailable(message, status)
+        if "unknown model" in message.lower() or ("not found" in message.lower() and status in ("400", "NOT_FOUND")):
             return NotFound(message, status)
         cls = _GRPC.get(status) or _HTTP.get(status)
         if cls is None and not status:  # no status: the connection itself failed
@@ -103,14 +107,16 @@ class _Base:
         return [inp]
 
     def _kwargs(self, remaining: float, truncate: bool) -> dict[str, Any]:
-        kw: dict[str, Any] = {"parameters": {"truncate": truncate}}
+        """The deadline goes to the server too (Triton's queue timeout, in µs), so it drops what nobody awaits."""
+        remaining = max(remaining, 0.001)
+        kw: dict[str, Any] = {"parameters": {"truncate": truncate}, "timeout": int(remaining * 1e6)}
         if self.protocol == "grpc":
-            kw["client_timeout"] = max(remaining, 0.001)
+            kw["client_timeout"] = remaining
         return kw
 
     def _delay(self, attempt: int, deadline: float) -> float | None:
-        """Backoff before the next try, or None when no retry fits in the deadline."""
-        delay = self.backoff_s * (2**attempt)
+        """Capped exponential backoff before the next try, or None when no retry fits in the deadline."""
+        delay = min(self.backoff_s * (2**attempt), MAX_BACKOFF_S)
         if attempt >= self.retries or time.monotonic() + delay >= deadline:
             return None
         return delay

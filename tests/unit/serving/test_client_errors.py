@@ -18,6 +18,7 @@ from serving.client import DeadlineExceeded, EmbedClient, EmbedError, InvalidInp
         ("400", "Request for unknown model: 'x' is not found", NotFound),
         ("StatusCode.INTERNAL", "boom", EmbedError),
         (None, "connection refused", Unavailable),
+        ("StatusCode.NOT_FOUND", "Request for unknown model: 'embed' has no available versions", Unavailable),
     ],
 )
 def test_every_status_maps_to_one_exception(status, message, cls):
@@ -36,4 +37,15 @@ def test_no_texts_is_invalid_input():
     c = EmbedClient("127.0.0.1:1")
     with pytest.raises(InvalidInput, match="no texts"):
         c.embed([])
+    c.close()
+
+
+def test_backoff_is_capped_and_bounded_by_the_deadline():
+    import time
+
+    c = EmbedClient("127.0.0.1:1", retries=20, backoff_s=0.1)
+    far = time.monotonic() + 100
+    assert c._delay(0, far) == 0.1 and c._delay(10, far) == 1.0
+    assert c._delay(20, far) is None  # out of retries
+    assert c._delay(0, time.monotonic() + 0.01) is None  # no retry fits in the deadline
     c.close()
