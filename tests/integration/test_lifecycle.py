@@ -4,35 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import numpy as np
 import pytest
 import tritonclient.grpc.aio as grpcaio
 
+from reliability.repository import linked_copy
 from tests.integration.conftest import ROOT, start_server, stop_server, wait_ready
 
 pytestmark = pytest.mark.integration
-
-
-def _linked_copy(src: Path, dst: Path) -> Path:
-    """A copy of the repository by hard links (cheap); replace a file, never write into one."""
-
-    def link(a: str, b: str) -> None:
-        try:
-            os.link(a, b)
-        except OSError:
-            shutil.copy2(a, b)
-
-    shutil.copytree(src, dst, copy_function=link, symlinks=True)
-    return dst
 
 
 def _status(url: str) -> int:
@@ -55,7 +40,7 @@ def test_refuses_to_start_without_an_exported_repository(tmp_path):
 
 
 def test_tampered_artifact_is_not_loaded_and_server_is_not_ready(exported_repository, tmp_path):
-    repo = _linked_copy(exported_repository, tmp_path / "repo")
+    repo = linked_copy(exported_repository, tmp_path / "repo")
     manifest = json.loads((repo / "bert" / "manifest.json").read_text())
     artifact = repo / "bert" / manifest["artifacts"][manifest["runtime"]]["file"]
     index = json.loads((repo / "repository.json").read_text())["models"]
@@ -86,7 +71,7 @@ def test_tampered_artifact_is_not_loaded_and_server_is_not_ready(exported_reposi
 
 
 def test_sigterm_drains_in_flight_requests_and_exits_0(exported_repository, tmp_path):
-    server = start_server(_linked_copy(exported_repository, tmp_path / "repo"), tmp_path / "server.log")
+    server = start_server(linked_copy(exported_repository, tmp_path / "repo"), tmp_path / "server.log")
     try:
         wait_ready(server.http_url, server.process, 180)
 
