@@ -83,11 +83,16 @@ def export_onnx(encoder: nn.Module, device: str, path: Path, max_batch: int, max
         )
 
 
-def load_module(kind: str, path: Path, device: str) -> Callable[..., torch.Tensor]:
-    """Load a torch artifact (AOTInductor package, TorchScript, ExportedProgram); never compiles."""
+def load_module(kind: str, path: Path, device: str, cuda_graphs: bool = False) -> Callable[..., torch.Tensor]:
+    """Load a torch artifact (AOTInductor package, TorchScript, ExportedProgram); never compiles.
+
+    ``cuda_graphs``: the caller captures the module's calls in CUDA graphs. The AOTInductor container then
+    runs single-threaded: its multi-threaded mode polls CUDA events between runs, which a capture forbids
+    ("operation not permitted when stream is capturing"). One caller thread per loaded module, then.
+    """
     try:
         if kind == AOTI:
-            return torch._inductor.aoti_load_package(str(path))
+            return torch._inductor.aoti_load_package(str(path), run_single_threaded=cuda_graphs)
         if kind == TORCHSCRIPT:
             return torch.jit.load(str(path), map_location=device)
         if kind == EXPORTED_PROGRAM:

@@ -25,6 +25,8 @@ class ExportConfig:
     int8_recipe: str | None = None  # None: try every recipe, fastest first; ship the first that passes
     instances: int = 1
     max_queue_delay_us: int = 500
+    max_queue_size: int | None = None  # None: two full batches
+    queue_timeout_us: int = 100_000  # longest wait in a model's queue before REJECT (UNAVAILABLE)
     skip: frozenset[str] = field(default_factory=frozenset)  # artifact paths not to build (e.g. {"onnx"})
 
     def __post_init__(self) -> None:
@@ -43,6 +45,10 @@ class ExportConfig:
             raise ConfigError(f"--max-batch must be in 1..1024, got {self.max_batch}")
         if self.max_seq is not None and self.max_seq < 8:
             raise ConfigError(f"--max-seq must be at least 8, got {self.max_seq}")
+        if self.max_queue_size is not None and self.max_queue_size < 1:
+            raise ConfigError(f"--max-queue-size must be at least 1, got {self.max_queue_size}")
+        if self.queue_timeout_us < 1:
+            raise ConfigError(f"--queue-timeout-us must be at least 1, got {self.queue_timeout_us}")
         if self.instances < 1:
             raise ConfigError(f"--instances must be at least 1, got {self.instances}")
 
@@ -85,6 +91,18 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
     )
     p.add_argument("--instances", type=int, default=int(_env("INSTANCES", "1")), help="Triton instance count per model")
     p.add_argument(
+        "--max-queue-size",
+        type=int,
+        default=_env("MAX_QUEUE_SIZE", None),
+        help="requests that may wait per model before REJECT (default: 2 x max batch)",
+    )
+    p.add_argument(
+        "--queue-timeout-us",
+        type=int,
+        default=int(_env("QUEUE_TIMEOUT_US", "100000")),
+        help="longest wait in a model's queue before REJECT; clients may ask for less",
+    )
+    p.add_argument(
         "--skip",
         default=_env("SKIP", ""),
         help="comma-separated artifact paths not to build: onnx,torchscript",
@@ -103,5 +121,7 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
         output=a.output,
         int8_recipe=a.int8_recipe,
         instances=a.instances,
+        max_queue_size=int(a.max_queue_size) if a.max_queue_size is not None else None,
+        queue_timeout_us=a.queue_timeout_us,
         skip=frozenset(s.strip() for s in a.skip.split(",") if s.strip()),
     )

@@ -53,7 +53,7 @@ class QueuePolicy:
 
 
 # The default longest wait in a model's queue. On the 2-core CPU a full batch of 32 runs ~100 ms, so a request
-# that waited longer than one more batch would miss any deadline a client could keep (docs/RELIABILITY.md).
+# that waited longer than one more batch would miss any deadline a client could keep (reliability/README.md).
 QUEUE_TIMEOUT_US = 100_000
 
 

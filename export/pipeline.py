@@ -219,6 +219,7 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
         max_queue_delay_us=cfg.max_queue_delay_us,
         execution_env=sys.prefix,
         warmup_seq=int(warm["input_ids"].shape[1]),
+        queue=model_configs.QueuePolicy(cfg.max_queue_size or 2 * cfg.max_batch, cfg.queue_timeout_us),
     )
     report = {
         "dynamo": dynamo,
