@@ -26,7 +26,7 @@ class ExportConfig:
     instances: int = 1
     max_queue_delay_us: int = 500
     max_queue_size: int | None = None  # None: two full batches
-    queue_timeout_us: int = 100_000  # longest wait in a model's queue before REJECT (UNAVAILABLE)
+    queue_timeout_us: int = 1_000_000  # longest wait in a model's queue before REJECT (UNAVAILABLE)
     skip: frozenset[str] = field(default_factory=frozenset)  # artifact paths not to build (e.g. {"onnx"})
 
     def __post_init__(self) -> None:
@@ -99,7 +99,7 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
     p.add_argument(
         "--queue-timeout-us",
         type=int,
-        default=int(_env("QUEUE_TIMEOUT_US", "100000")),
+        default=int(_env("QUEUE_TIMEOUT_US", "1000000")),
         help="longest wait in a model's queue before REJECT; clients may ask for less",
     )
     p.add_argument(

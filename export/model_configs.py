@@ -52,9 +52,10 @@ class QueuePolicy:
         return cls(max_queue_size=2 * max_batch, timeout_us=QUEUE_TIMEOUT_US)
 
 
-# The default longest wait in a model's queue. On the 2-core CPU a full batch of 32 runs ~100 ms, so a request
-# that waited longer than one more batch would miss any deadline a client could keep (reliability/README.md).
-QUEUE_TIMEOUT_US = 100_000
+# The default longest wait in a model's queue before REJECT. A full batch of 32 takes ~100 ms on a 2-core CPU and a
+# burst of concurrent clients can queue a few batches; past a second nobody is waiting for the answer any more.
+# Clients with tighter deadlines send them (the per-request timeout, allow_timeout_override) (reliability/README.md).
+QUEUE_TIMEOUT_US = 1_000_000
 
 
 def render(config: dict[str, Any]) -> str:

@@ -22,5 +22,5 @@ def table(report: dict[str, Any]) -> str:
         lines.append(f"{n['model']:<12} {n['path']:<17} not built: {n['reason']}")
     lines.append("")
     for model, ms in report["latency_ms"].items():
-        lines.append(f"{model}: {ms:.2f} ms median, batch 1, 16 tokens ({report['runtime'][model]})")
+        lines.append(f"{model}: {ms:.2f} ms, batch 1, median over 16 and 64 tokens ({report['runtime'][model]})")
     return "\n".join(lines)

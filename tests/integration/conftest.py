@@ -68,6 +68,17 @@ def exported_repository() -> Path:
     return TEST_REPOSITORY
 
 
+def sibling_model(repository: Path) -> str:
+    """The precision exported beside ``bert`` (bert_fp32 or bert_int8: export serves whichever measured faster)."""
+    models = json.loads((repository / "repository.json").read_text())["models"]
+    return next(m for m, spec in models.items() if m.startswith("bert_") and spec["backend"] == "python")
+
+
+@pytest.fixture(scope="session")
+def side_model(exported_repository: Path) -> str:
+    return sibling_model(exported_repository)
+
+
 def wait_ready(http_url: str, process: subprocess.Popen, timeout_s: float) -> float:
     start = time.monotonic()
     while time.monotonic() - start < timeout_s:

@@ -15,7 +15,7 @@ import pytest
 import tritonclient.grpc.aio as grpcaio
 
 from reliability.repository import linked_copy
-from tests.integration.conftest import ROOT, start_server, stop_server, wait_ready
+from tests.integration.conftest import ROOT, sibling_model, start_server, stop_server, wait_ready
 
 pytestmark = pytest.mark.integration
 
@@ -43,8 +43,7 @@ def test_tampered_artifact_is_not_loaded_and_server_is_not_ready(exported_reposi
     repo = linked_copy(exported_repository, tmp_path / "repo")
     manifest = json.loads((repo / "bert" / "manifest.json").read_text())
     artifact = repo / "bert" / manifest["artifacts"][manifest["runtime"]]["file"]
-    index = json.loads((repo / "repository.json").read_text())["models"]
-    sibling = next(m for m, spec in index.items() if m.startswith("bert_") and spec["backend"] == "python")
+    sibling = sibling_model(repo)
     data = bytearray(artifact.read_bytes())
     data[len(data) // 2] ^= 0xFF
     artifact.unlink()

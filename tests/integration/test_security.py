@@ -22,7 +22,6 @@ pytestmark = pytest.mark.integration
 HEADER = ServeConfig.admin_header  # HTTP sends it as is
 GRPC_HEADER = GRPC_HEADER_PREFIX + HEADER  # gRPC metadata carries Triton's prefix
 KEY = "test-admin-key-0123456789"
-SIDE_MODEL = "bert_fp32"  # loaded, but outside the ensemble: unloading it breaks nothing else
 
 
 @pytest.fixture(scope="module")
@@ -48,36 +47,37 @@ def _embed(client: grpcclient.InferenceServerClient) -> np.ndarray:
     return client.infer("embed", [inp], client_timeout=30).as_numpy("EMBEDDING")
 
 
-def test_grpc_unload_needs_the_admin_key(keyed_server):
+def test_grpc_unload_needs_the_admin_key(keyed_server, side_model):
+    # side_model is loaded but outside the ensemble: unloading it breaks nothing else
     client = grpcclient.InferenceServerClient(keyed_server.grpc_url)
     for headers in (None, {GRPC_HEADER: "wrong-key"}, {HEADER: KEY}):
         with pytest.raises(InferenceServerException) as e:
-            client.unload_model(SIDE_MODEL, headers=headers)
+            client.unload_model(side_model, headers=headers)
         assert "UNAVAILABLE" in str(e.value.status()) and "restricted" in e.value.message().lower()
         with pytest.raises(InferenceServerException):
             client.get_model_repository_index(headers=headers)
-    assert client.is_model_ready(SIDE_MODEL)
+    assert client.is_model_ready(side_model)
     assert _embed(client).shape == (1, 384)  # inference needs no key
 
-    client.unload_model(SIDE_MODEL, headers={GRPC_HEADER: KEY})
-    assert not client.is_model_ready(SIDE_MODEL)
-    client.load_model(SIDE_MODEL, headers={GRPC_HEADER: KEY})
-    assert client.is_model_ready(SIDE_MODEL)
+    client.unload_model(side_model, headers={GRPC_HEADER: KEY})
+    assert not client.is_model_ready(side_model)
+    client.load_model(side_model, headers={GRPC_HEADER: KEY})
+    assert client.is_model_ready(side_model)
     client.close()
 
 
-def test_http_unload_needs_the_admin_key(keyed_server):
-    url = f"http://{keyed_server.http_url}/v2/repository/models/{SIDE_MODEL}/unload"
+def test_http_unload_needs_the_admin_key(keyed_server, side_model):
+    url = f"http://{keyed_server.http_url}/v2/repository/models/{side_model}/unload"
     assert _http("POST", url) == 403
     assert _http("POST", url, {HEADER: "wrong-key"}) == 403
-    assert _http("GET", f"http://{keyed_server.http_url}/v2/models/{SIDE_MODEL}/ready") == 200
+    assert _http("GET", f"http://{keyed_server.http_url}/v2/models/{side_model}/ready") == 200
     assert _http("POST", f"http://{keyed_server.http_url}/v2/logging", {"Content-Type": "application/json"}) == 403
 
     assert _http("POST", url, {HEADER: KEY}) == 200
-    assert _http("GET", f"http://{keyed_server.http_url}/v2/models/{SIDE_MODEL}/ready") != 200
-    load = f"http://{keyed_server.http_url}/v2/repository/models/{SIDE_MODEL}/load"
+    assert _http("GET", f"http://{keyed_server.http_url}/v2/models/{side_model}/ready") != 200
+    load = f"http://{keyed_server.http_url}/v2/repository/models/{side_model}/load"
     assert _http("POST", load, {HEADER: KEY}) == 200
-    assert _http("GET", f"http://{keyed_server.http_url}/v2/models/{SIDE_MODEL}/ready") == 200
+    assert _http("GET", f"http://{keyed_server.http_url}/v2/models/{side_model}/ready") == 200
 
 
 def test_admin_key_is_not_logged(keyed_server):
