@@ -56,6 +56,9 @@ format: setup ## Apply ruff's fixes and formatting
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
+bench: setup ## In-process benchmark of every inference path -> reports/bench-<device>.{json,md}  (ARGS="--quick")
+	$(PY) -m bench $(ARGS)
+
 clean: ## Remove build outputs (model repository artifacts, reports)
 	find model_repository -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
 	rm -rf reports build

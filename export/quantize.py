@@ -73,7 +73,13 @@ class OutlierSplitLinear(nn.Module):
         weight = linear.weight.detach()
         self.register_buffer("idx", idx)
         self.register_buffer("outlier_weight", weight[:, idx].contiguous())
-        self.main = nn.Linear(linear.in_features, linear.out_features, bias=linear.bias is not None)
+        self.main = nn.Linear(
+            linear.in_features,
+            linear.out_features,
+            bias=linear.bias is not None,
+            device=weight.device,
+            dtype=weight.dtype,
+        )
         self.main.weight.data.copy_(weight.index_fill(1, idx, 0.0))
         if linear.bias is not None:
             self.main.bias.data.copy_(linear.bias.detach())

@@ -23,8 +23,8 @@ class Runtime:
         rel = manifest["artifacts"][self.kind]["file"]
         verify(model_dir, manifest, only=[rel])
         self.device = device
-        self.module = load_module(self.kind, model_dir / rel, device)
         self.use_graphs = device.startswith("cuda")
+        self.module = load_module(self.kind, model_dir / rel, device, cuda_graphs=self.use_graphs)
         self._graphs: dict[tuple[int, int], tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]] = {}
         log.info("loaded %s artifact %s on %s", self.kind, rel, device)
 

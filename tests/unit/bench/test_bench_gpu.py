@@ -1,0 +1,33 @@
+"""The serving runtime's CUDA-graph replay over an AOTInductor package matches eager (needs a GPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import BertModel
+
+from bench.variants import _manifest_for
+from export import artifacts as art
+from export.encoder import Encoder
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_runtime_replays_cuda_graphs_over_aoti(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    from serving.runtime import Runtime
+
+    encoder = Encoder(BertModel.from_pretrained(str(tiny_checkpoint), add_pooling_layer=False)).cuda().eval()
+    package = tmp_path / "model.aoti.pt2"
+    art.compile_aoti(art.export_program(encoder, "cuda", 8, 32), package)
+    runtime = Runtime(tmp_path, _manifest_for(package), "cuda")
+    ids = torch.randint(1000, 2000, (4, 32))
+    mask = torch.ones_like(ids)
+    with torch.inference_mode():
+        expected = encoder(ids.cuda(), mask.cuda()).float().cpu().numpy()
+    for _ in range(3):  # capture on the first call, replay after
+        got = runtime(ids.numpy(), mask.numpy())
+        np.testing.assert_allclose(got, expected, atol=1e-4)
+    assert len(runtime._graphs) == 1
