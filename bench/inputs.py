@@ -11,7 +11,7 @@ from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
 from export import checkpoint
 from export.encoder import Encoder
-from export.verify import pairs, sentences
+from export.verify import calibration_batches, sentences
 
 log = logging.getLogger(__name__)
 
@@ -77,12 +77,7 @@ def calibration(model: Model, max_seq: int, seed: int) -> list[tuple[torch.Tenso
     if model.tokenizer is None:
         vocab = int(model.encoder.bert.config.vocab_size)
         return [make_inputs(8, min(64, max_seq), seed + 7919 + i, None, vocab) for i in range(4)]
-    texts = [t for pair in pairs() for t in pair]
-    out = []
-    for i in range(0, len(texts), 8):
-        enc = model.tokenizer(texts[i : i + 8], padding=True, truncation=True, max_length=max_seq, return_tensors="pt")
-        out.append((enc["input_ids"], enc["attention_mask"]))
-    return out
+    return calibration_batches(model.tokenizer, max_seq)
 
 
 def vocab_size(encoder: nn.Module) -> int:

@@ -23,7 +23,7 @@ from export.errors import AccuracyGateError, ExportError
 from export.progress import Steps
 from export.report import table
 from export.repository import RepositoryWriter, serialize_strings
-from export.verify import Accuracy, Verifier, pairs
+from export.verify import Accuracy, Verifier, calibration_batches
 
 log = logging.getLogger(__name__)
 
@@ -75,15 +75,6 @@ def _eager_runner(module: nn.Module, device: str) -> art.Runner:
             return module(input_ids.to(device), attention_mask.to(device)).float().cpu()
 
     return run
-
-
-def _calibration(ckpt: checkpoint.Checkpoint, max_seq: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    texts = [t for pair in pairs() for t in pair]
-    out = []
-    for i in range(0, len(texts), 8):
-        enc = ckpt.tokenizer(texts[i : i + 8], padding=True, truncation=True, max_length=max_seq, return_tensors="pt")
-        out.append((enc["input_ids"], enc["attention_mask"]))
-    return out
 
 
 def _int8_variant(cfg: ExportConfig, encoder: nn.Module, verifier: Verifier, calib: list) -> Variant:
@@ -172,7 +163,7 @@ def _variants(cfg: ExportConfig, encoder: nn.Module, verifier: Verifier, ckpt, m
         elif p == "fp16":
             out.append(Variant("fp16", copy.deepcopy(encoder).half(), ALL_PATHS - {art.TORCHSCRIPT}))
         else:
-            out.append(_int8_variant(cfg, encoder, verifier, _calibration(ckpt, max_seq)))
+            out.append(_int8_variant(cfg, encoder, verifier, calibration_batches(ckpt.tokenizer, max_seq)))
     return out
 
 

@@ -26,6 +26,16 @@ def pairs() -> list[tuple[str, str]]:
     return [(a, b) for a, b in rows]
 
 
+def calibration_batches(tokenizer: PreTrainedTokenizerFast, max_seq: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """int8 calibration: the shipped pair sentences (kept apart from the gate's sentence set), in batches of 8."""
+    texts = [t for pair in pairs() for t in pair]
+    out = []
+    for i in range(0, len(texts), 8):
+        enc = tokenizer(texts[i : i + 8], padding=True, truncation=True, max_length=max_seq, return_tensors="pt")
+        out.append((enc["input_ids"], enc["attention_mask"]))
+    return out
+
+
 @dataclass(frozen=True)
 class Accuracy:
     min_cosine: float
