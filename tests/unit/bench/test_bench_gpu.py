@@ -7,19 +7,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from transformers import BertModel
+from transformers import BertConfig, BertModel
 
 from bench.variants import _manifest_for
 from export import artifacts as art
 from export.encoder import Encoder
+from tests.unit.conftest import TINY
 
 
 @pytest.mark.gpu
 @pytest.mark.slow
-def test_runtime_replays_cuda_graphs_over_aoti(tiny_checkpoint: Path, tmp_path: Path) -> None:
+def test_runtime_replays_cuda_graphs_over_aoti(tmp_path: Path) -> None:
     from serving.runtime import Runtime
 
-    encoder = Encoder(BertModel.from_pretrained(str(tiny_checkpoint), add_pooling_layer=False)).cuda().eval()
+    torch.manual_seed(0)
+    encoder = Encoder(BertModel(BertConfig(**TINY), add_pooling_layer=False)).cuda().eval()
     package = tmp_path / "model.aoti.pt2"
     art.compile_aoti(art.export_program(encoder, "cuda", 8, 32), package)
     runtime = Runtime(tmp_path, _manifest_for(package), "cuda")
