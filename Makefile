@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.setup-done
 ARGS   ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup tools export serve test test-unit lint format validate-deploy loadtest loadtest-compare reliability bench clean
+.PHONY: help setup tools export serve test test-unit lint format validate-deploy loadtest loadtest-compare reliability soak bench clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -41,6 +41,9 @@ test: tools ## Run unit and integration tests (exports the default model once if
 
 reliability: tools ## Bounded fault and overload runs on loopback: stub kill, server restart, 3x overload
 	$(PY) -m pytest -m reliability -o log_cli=true -o log_cli_level=INFO $(ARGS)
+
+soak: setup ## 30 min at 70% of capacity on loopback (MINUTES=, LOAD=); writes reports/soak.json, exit 1 on drift
+	$(PY) -m reliability soak --repository model_repository --minutes $(or $(MINUTES),30) --load $(or $(LOAD),0.7)
 
 test-unit: setup ## Run the unit tests only
 	$(PY) -m pytest tests/unit $(ARGS)

@@ -103,10 +103,14 @@ def load_module(kind: str, path: Path, device: str, cuda_graphs: bool = False) -
 
 
 def load_runner(kind: str, path: Path, device: str) -> Runner:
-    """Load an artifact back as a callable (input_ids, attention_mask) -> embedding (CPU float32 out)."""
+    """Load an artifact back as a callable (input_ids, attention_mask) -> embedding (CPU float32 out).
+
+    On CUDA it is loaded as the server runs it (single-threaded AOTInductor container, see ``load_module``);
+    torch 2.11's multi-threaded container crashed while loading a CUDA package on an H200.
+    """
     if kind == ONNX:
         return _onnx_runner(path)
-    model = load_module(kind, path, device)
+    model = load_module(kind, path, device, cuda_graphs=device.startswith("cuda"))
 
     def run(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode():

@@ -28,6 +28,7 @@ class ExportConfig:
     max_queue_size: int | None = None  # None: two full batches
     queue_timeout_us: int = 1_000_000  # longest wait in a model's queue before REJECT (UNAVAILABLE)
     skip: frozenset[str] = field(default_factory=frozenset)  # artifact paths not to build (e.g. {"onnx"})
+    execution_env: Path | None = None  # the Python environment the backend stubs run in; None: this one
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
@@ -49,6 +50,8 @@ class ExportConfig:
             raise ConfigError(f"--max-queue-size must be at least 1, got {self.max_queue_size}")
         if self.queue_timeout_us < 1:
             raise ConfigError(f"--queue-timeout-us must be at least 1, got {self.queue_timeout_us}")
+        if self.execution_env is not None and not (self.execution_env / "bin" / "python").exists():
+            raise ConfigError(f"--execution-env {self.execution_env} is not a Python environment (no bin/python)")
         if self.instances < 1:
             raise ConfigError(f"--instances must be at least 1, got {self.instances}")
 
@@ -107,6 +110,12 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
         default=_env("SKIP", ""),
         help="comma-separated artifact paths not to build: onnx,torchscript",
     )
+    p.add_argument(
+        "--execution-env",
+        type=Path,
+        default=_env("EXECUTION_ENV", "") or None,
+        help="Python environment (a venv directory) the server's backend stubs run in (default: this one)",
+    )
     a = p.parse_args(argv)
     if a.precision:
         precisions = tuple(s.strip() for s in a.precision.split(",") if s.strip())
@@ -124,4 +133,5 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
         max_queue_size=int(a.max_queue_size) if a.max_queue_size is not None else None,
         queue_timeout_us=a.queue_timeout_us,
         skip=frozenset(s.strip() for s in a.skip.split(",") if s.strip()),
+        execution_env=a.execution_env,
     )

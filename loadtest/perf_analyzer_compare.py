@@ -90,12 +90,13 @@ def run_perf_analyzer(
     out_csv: Path,
     window_ms: int,
     stability: float,
+    max_trials: int = 6,
 ) -> dict[str, float]:
     env = dict(os.environ, LD_LIBRARY_PATH=f"{libdir}:{os.environ.get('LD_LIBRARY_PATH', '')}")
     cmd = [str(binary), "-m", model, "-u", url, "-i", "grpc"]
     cmd += ["--concurrency-range", f"{concurrency}:{concurrency}", "--input-data", str(data)]
     cmd += ["--measurement-interval", str(window_ms), "--stability-percentage", f"{stability:g}"]
-    cmd += ["--max-trials", "6", "-f", str(out_csv)]
+    cmd += ["--max-trials", str(max_trials), "-f", str(out_csv)]
     logger.info("perf_analyzer: %s", " ".join(cmd))
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if done.returncode != 0:
@@ -111,7 +112,7 @@ def run_perf_analyzer(
 
 
 def run_loadtest(
-    url: str, model: str, concurrency: int, duration_s: float, out_dir: Path, seed: int
+    url: str, model: str, concurrency: int, duration_s: float, out_dir: Path, seed: int, extra: Sequence[str] = ()
 ) -> dict[str, float]:
     cmd = [
         sys.executable,
@@ -139,6 +140,7 @@ def run_loadtest(
         str(out_dir),
         "--budget-ms",
         "1e9",
+        *extra,
     ]
     logger.info("loadtest: %s", " ".join(cmd))
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
