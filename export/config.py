@@ -33,6 +33,10 @@ class ExportConfig:
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
             raise ConfigError(f"unknown target {self.target!r}; choose from {', '.join(TARGETS)}")
+        self._check_precisions()
+        self._check_limits()
+
+    def _check_precisions(self) -> None:
         if not self.precisions:
             raise ConfigError("no precision given")
         for p in self.precisions:
@@ -42,6 +46,8 @@ class ExportConfig:
             raise ConfigError("fp16 needs --target cuda (this CPU path has no fast fp16 kernels)")
         if len(set(self.precisions)) != len(self.precisions):
             raise ConfigError(f"precision listed twice: {','.join(self.precisions)}")
+
+    def _check_limits(self) -> None:
         if not 1 <= self.max_batch <= 1024:
             raise ConfigError(f"--max-batch must be in 1..1024, got {self.max_batch}")
         if self.max_seq is not None and self.max_seq < 8:
