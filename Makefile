@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.setup-done
 ARGS   ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup tools export serve test test-unit lint format validate-deploy loadtest loadtest-compare reliability soak bench clean
+.PHONY: help setup tools export serve test test-unit lint format validate-deploy loadtest loadtest-compare reliability soak bench bench-served clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -61,6 +61,9 @@ format: setup ## Apply ruff's fixes and formatting
 
 bench: setup ## In-process benchmark of every inference path -> reports/bench-<device>.{json,md}  (ARGS="--quick")
 	$(PY) -m bench $(ARGS)
+
+bench-served: setup ## Served benchmark through tritonserver (c=1 + perf_analyzer sweep) -> reports/served-<label>.{json,md}
+	$(PY) -m bench.served --repository model_repository --client-cpus $(or $(CLIENT_CPUS),1) $(ARGS)
 
 clean: ## Remove build outputs (model repository artifacts, reports)
 	find model_repository -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +

@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -56,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"error: {args.repository} is not an exported repository (run `make export`)\n")
         return 2
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind, so that the server started here is stopped
     work = args.out.parent / "soak-work"
     shutil.rmtree(work, ignore_errors=True)
     repo = linked_copy(args.repository, work / "repo")  # the repository as exported, its own queue policy

@@ -17,7 +17,16 @@ LATENCY_BUCKETS = [
 BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128]
 RATIO_BUCKETS = [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
 STAGES = ("tokenize", "collate", "infer", "respond")
-REASONS = ("empty_text", "invalid_utf8", "too_long", "bad_token_id", "bad_attention_mask", "bad_shape", "internal")
+REASONS = (
+    "empty_text",
+    "invalid_utf8",
+    "text_too_large",
+    "too_long",
+    "bad_token_id",
+    "bad_attention_mask",
+    "bad_shape",
+    "internal",
+)
 
 
 class ModelMetrics:

@@ -3,6 +3,12 @@
 gRPC keeps one HTTP/2 connection per client, so balancing per connection would pin a client to one replica;
 nginx's ``grpc_pass`` picks an upstream per call (per HTTP/2 stream). Replica i listens on
 ``base_port + 10*i`` (HTTP), ``+1`` (gRPC), ``+2`` (metrics, scraped per replica); nginx takes the front ports.
+
+The front door is where traffic from beyond loopback arrives, so it carries the limits: with ``--api-keys FILE``
+(lines ``client-name key``) every call needs ``authorization: Bearer <key>`` (else HTTP 401, gRPC
+UNAUTHENTICATED); each client (its key's name, else its address) gets ``--rate`` requests/s with a burst of
+``--burst`` (over it: HTTP 429, gRPC UNAVAILABLE); a request body over ``--max-body`` is refused (HTTP 413).
+The replicas' metrics ports stay on loopback and are not proxied.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -35,7 +42,14 @@ http {{
     fastcgi_temp_path {dir}/fastcgi;
     uwsgi_temp_path {dir}/uwsgi;
     scgi_temp_path {dir}/scgi;
-    client_max_body_size 16m;
+    client_max_body_size {max_body};
+    map $http_authorization $client {{
+        default "{anonymous}";
+{keys}
+    }}
+    limit_req_zone $client zone=per_client:10m rate={rate}r/s;
+    limit_req_status 429;
+    limit_req_log_level warn;
     upstream grpc_replicas {{
 {grpc_servers}
         keepalive 64;
@@ -47,6 +61,8 @@ http {{
     server {{
         listen {host}:{grpc_port} http2;
         location / {{
+            if ($client = "") {{ return 401; }}
+            limit_req zone=per_client burst={burst} nodelay;
             grpc_pass grpc://grpc_replicas;
             grpc_next_upstream error timeout http_502 http_503 non_idempotent;
             grpc_next_upstream_tries 2;
@@ -56,6 +72,8 @@ http {{
     server {{
         listen {host}:{http_port};
         location / {{
+            if ($client = "") {{ return 401; }}
+            limit_req zone=per_client burst={burst} nodelay;
             proxy_pass http://http_replicas;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
@@ -78,7 +96,36 @@ def replicas(n: int, base_port: int) -> list[Replica]:
     return [Replica(i, base_port + 10 * i, base_port + 10 * i + 1, base_port + 10 * i + 2) for i in range(n)]
 
 
-def nginx_conf(reps: list[Replica], host: str, http_port: int, grpc_port: int, workdir: Path) -> str:
+@dataclass(frozen=True)
+class FrontDoor:
+    """What nginx enforces before a call reaches a replica."""
+
+    api_keys: dict[str, str] | None = None  # key -> client name; None: no authentication (loopback use)
+    rate: float = 1000.0  # requests/s per client
+    burst: int = 200
+    max_body: str = "4m"  # 32 texts of 64 KiB fit twice
+
+
+def read_api_keys(path: Path) -> dict[str, str]:
+    """``client-name key`` per line (``#`` comments); keys must be unique and printable without spaces or quotes."""
+    keys: dict[str, str] = {}
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        if len(parts) != 2 or not all(re.fullmatch(r"[A-Za-z0-9._~+/=-]+", p) for p in parts):
+            raise ValueError(f"{path}:{n}: expected 'client-name key' (letters, digits, ._~+/=-)")
+        name, key = parts
+        if key in keys:
+            raise ValueError(f"{path}:{n}: key of {name!r} is already used by {keys[key]!r}")
+        keys[key] = name
+    if not keys:
+        raise ValueError(f"{path}: no keys")
+    return keys
+
+
+def nginx_conf(reps: list[Replica], host: str, http_port: int, grpc_port: int, workdir: Path, door: FrontDoor) -> str:
     def servers(port_of) -> str:
         return "\n".join(f"        server 127.0.0.1:{port_of(r)} max_fails=1 fail_timeout=2s;" for r in reps)
 
@@ -89,6 +136,12 @@ def nginx_conf(reps: list[Replica], host: str, http_port: int, grpc_port: int, w
         grpc_port=grpc_port,
         grpc_servers=servers(lambda r: r.grpc_port),
         http_servers=servers(lambda r: r.http_port),
+        max_body=door.max_body,
+        # Without keys every caller is let in and limited by address; with keys, only a known key gets a name.
+        anonymous="" if door.api_keys else "$binary_remote_addr",
+        keys="\n".join(f'        "Bearer {k}" "{name}";' for k, name in (door.api_keys or {}).items()),
+        rate=f"{door.rate:g}",
+        burst=door.burst,
     )
 
 
@@ -110,7 +163,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--grpc-port", type=int, default=int(os.environ.get("BERTSERVE_SERVE_GRPC_PORT", "8001")))
     p.add_argument("--base-port", type=int, default=int(os.environ.get("BERTSERVE_SERVE_BASE_PORT", "8100")))
     p.add_argument("--ready-timeout-s", type=float, default=180)
+    p.add_argument(
+        "--api-keys",
+        type=Path,
+        default=os.environ.get("BERTSERVE_PROXY_API_KEYS"),
+        help="file of 'client-name key' lines; calls then need 'authorization: Bearer <key>'",
+    )
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=float(os.environ.get("BERTSERVE_PROXY_RATE", "1000")),
+        help="requests/s per client (key name, else address)",
+    )
+    p.add_argument("--burst", type=int, default=int(os.environ.get("BERTSERVE_PROXY_BURST", "200")))
+    p.add_argument("--max-body", default=os.environ.get("BERTSERVE_PROXY_MAX_BODY", "4m"))
     a = p.parse_args(argv)
+    try:
+        door = FrontDoor(read_api_keys(a.api_keys) if a.api_keys else None, a.rate, a.burst, a.max_body)
+    except (OSError, ValueError) as e:
+        log.error("--api-keys: %s", e)
+        return 2
+    if door.api_keys is None and a.host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("listening on %s without --api-keys: anyone who reaches it may call the models", a.host)
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(nginx).exists():
         log.error("nginx is not installed (Debian package nginx; `make tools` installs it)")
@@ -118,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     reps = replicas(a.replicas, a.base_port)
     workdir = Path(tempfile.mkdtemp(prefix="bertserve-nginx-"))
     conf = workdir / "nginx.conf"
-    conf.write_text(nginx_conf(reps, a.host, a.http_port, a.grpc_port, workdir))
+    conf.write_text(nginx_conf(reps, a.host, a.http_port, a.grpc_port, workdir, door))
+    conf.chmod(0o600)  # it holds the keys
     check = subprocess.run([nginx, "-t", "-q", "-p", str(workdir), "-c", str(conf)], capture_output=True, text=True)
     if check.returncode != 0:
         log.error("nginx rejects the generated configuration: %s", check.stderr.strip())

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import triton_python_backend_utils as pb_utils
 
-from serving import batching
+from serving import batching, heap
 from serving.errors import InternalError, RequestError, to_triton_error
 from serving.manifest import read
 from serving.metrics import ModelMetrics
@@ -43,6 +43,7 @@ class TritonPythonModel:
         self.batch_buckets = batching.batch_buckets(int(config["max_batch_size"])) if device != "cpu" else None
         self.runtime = Runtime(model_dir, self.manifest, device)
         self.metrics = ModelMetrics(pb_utils, args["model_name"], stages=("collate", "infer", "respond"))
+        heap.settle()
 
     def execute(self, requests: list) -> list:
         start = time.perf_counter()

@@ -13,6 +13,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 from tokenizers import Tokenizer
 
+from serving import heap
 from serving.errors import RequestError, to_triton_error
 from serving.metrics import ModelMetrics
 
@@ -23,9 +24,16 @@ def _truncate_requested(request) -> bool:
     return value not in (False, "false", "False", "0", 0)
 
 
+# The longest TEXT element accepted, in bytes. max_seq tokens of any script fit many times over (a WordPiece
+# token is at most ~100 bytes of UTF-8); past this the tokenizer would spend time and memory on text it truncates.
+MAX_TEXT_BYTES = 64 * 1024
+
+
 def _decode(raw: object) -> str:
     if not isinstance(raw, bytes):
         raw = str(raw).encode()
+    if len(raw) > MAX_TEXT_BYTES:
+        raise RequestError("text_too_large", f"TEXT element is {len(raw)} bytes; the limit is {MAX_TEXT_BYTES}")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -46,6 +54,7 @@ class TritonPythonModel:
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(self.max_seq)
         self.metrics = ModelMetrics(pb_utils, args["model_name"], stages=("tokenize", "respond"))
+        heap.settle()
 
     def execute(self, requests: list) -> list:
         start = time.perf_counter()

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +26,20 @@ from export.repository import code_sha256
 ROOT = Path(__file__).resolve().parents[2]
 TEST_REPOSITORY = ROOT / "build" / "test-repository"
 READY_TIMEOUT_S = 180
+
+
+def http_status(
+    url: str, headers: dict[str, str] | None = None, body: bytes | None = None, timeout_s: float = 30
+) -> int:
+    """The HTTP status of a GET (or a POST of ``body``); 0 when nothing answered."""
+    req = urllib.request.Request(url, data=body, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return 0
 
 
 def free_port() -> int:

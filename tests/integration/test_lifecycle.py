@@ -8,26 +8,15 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 
 import numpy as np
 import pytest
 import tritonclient.grpc.aio as grpcaio
 
 from reliability.repository import linked_copy
-from tests.integration.conftest import ROOT, sibling_model, start_server, stop_server, wait_ready
+from tests.integration.conftest import ROOT, http_status, sibling_model, start_server, stop_server, wait_ready
 
 pytestmark = pytest.mark.integration
-
-
-def _status(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except OSError:
-        return 0
 
 
 def test_refuses_to_start_without_an_exported_repository(tmp_path):
@@ -53,16 +42,16 @@ def test_tampered_artifact_is_not_loaded_and_server_is_not_ready(exported_reposi
         deadline = time.monotonic() + 120
         base = f"http://{server.http_url}/v2"
         while time.monotonic() < deadline:
-            if all(_status(f"{base}/models/{m}/ready") == 200 for m in ("tokenizer", sibling)):
+            if all(http_status(f"{base}/models/{m}/ready") == 200 for m in ("tokenizer", sibling)):
                 break
             assert server.process.poll() is None, server.log()
             time.sleep(0.5)
         else:
             pytest.fail(f"tokenizer and {sibling} did not load:\n" + server.log())
         time.sleep(2)
-        assert _status(f"{base}/health/ready") != 200
-        assert _status(f"{base}/models/embed/ready") != 200
-        assert _status(f"{base}/models/bert/ready") != 200
+        assert http_status(f"{base}/health/ready") != 200
+        assert http_status(f"{base}/models/embed/ready") != 200
+        assert http_status(f"{base}/models/bert/ready") != 200
         log = server.log()
         assert "not loading bert:" in log and artifact.name in log and "sha256" in log
     finally:

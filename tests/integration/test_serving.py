@@ -130,6 +130,7 @@ BAD_TEXT = [
     ("empty", [b""], "empty_text", "TEXT is empty"),
     ("blank", [b"   "], "empty_text", "TEXT is empty"),
     ("not utf-8", [b"\xff\xfe bad"], "invalid_utf8", "not valid UTF-8"),
+    ("over 64 KiB", [b"word " * 20000], "text_too_large", "the limit is 65536"),
 ]
 
 
