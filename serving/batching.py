@@ -1,4 +1,4 @@
-"""Validate token-id requests and collate them into padded length/batch buckets (pure numpy, no Triton)."""
+"""Validate requests (texts, token ids) and collate ids into padded length/batch buckets (pure numpy, no Triton)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,28 @@ def batch_buckets(max_batch: int) -> list[int]:
 
 def bucket_for(value: int, buckets: list[int]) -> int:
     return buckets[bisect.bisect_left(buckets, value)]
+
+
+# The longest TEXT element accepted, in bytes. max_seq tokens of any script fit many times over (a WordPiece
+# token is at most ~100 bytes of UTF-8); past this the tokenizer would spend time and memory on text it truncates.
+MAX_TEXT_BYTES = 64 * 1024
+
+
+def decode_text(raw: object) -> str:
+    """One TEXT element as str, or the RequestError that names what is wrong with it."""
+    if not isinstance(raw, bytes):
+        raw = str(raw).encode()
+    if len(raw) > MAX_TEXT_BYTES:
+        raise RequestError("text_too_large", f"TEXT element is {len(raw)} bytes; the limit is {MAX_TEXT_BYTES}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise RequestError(
+            "invalid_utf8", f"TEXT is not valid UTF-8 (byte {e.start}: {raw[e.start : e.start + 1]!r})"
+        ) from None
+    if not text.strip():
+        raise RequestError("empty_text", "TEXT is empty")
+    return text
 
 
 def validate(ids: np.ndarray, mask: np.ndarray, vocab_size: int, max_seq: int) -> np.ndarray:

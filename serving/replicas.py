@@ -47,7 +47,7 @@ http {{
         default "{anonymous}";
 {keys}
     }}
-    limit_req_zone $client zone=per_client:10m rate={rate}r/s;
+    limit_req_zone $client zone=per_client:10m rate={rate};
     limit_req_status 429;
     limit_req_log_level warn;
     upstream grpc_replicas {{
@@ -125,6 +125,13 @@ def read_api_keys(path: Path) -> dict[str, str]:
     return keys
 
 
+def nginx_rate(per_s: float) -> str:
+    """nginx takes whole requests per second or per minute."""
+    if per_s <= 0:
+        raise ValueError(f"rate must be positive, got {per_s}")
+    return f"{int(per_s)}r/s" if float(per_s).is_integer() else f"{max(1, round(per_s * 60))}r/m"
+
+
 def nginx_conf(reps: list[Replica], host: str, http_port: int, grpc_port: int, workdir: Path, door: FrontDoor) -> str:
     def servers(port_of) -> str:
         return "\n".join(f"        server 127.0.0.1:{port_of(r)} max_fails=1 fail_timeout=2s;" for r in reps)
@@ -140,7 +147,7 @@ def nginx_conf(reps: list[Replica], host: str, http_port: int, grpc_port: int, w
         # Without keys every caller is let in and limited by address; with keys, only a known key gets a name.
         anonymous="" if door.api_keys else "$binary_remote_addr",
         keys="\n".join(f'        "Bearer {k}" "{name}";' for k, name in (door.api_keys or {}).items()),
-        rate=f"{door.rate:g}",
+        rate=nginx_rate(door.rate),
         burst=door.burst,
     )
 
@@ -180,8 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     try:
         door = FrontDoor(read_api_keys(a.api_keys) if a.api_keys else None, a.rate, a.burst, a.max_body)
+        nginx_rate(door.rate)
     except (OSError, ValueError) as e:
-        log.error("--api-keys: %s", e)
+        log.error("front door: %s", e)
         return 2
     if door.api_keys is None and a.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("listening on %s without --api-keys: anyone who reaches it may call the models", a.host)

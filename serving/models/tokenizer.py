@@ -13,7 +13,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 from tokenizers import Tokenizer
 
-from serving import heap
+from serving import batching, heap
 from serving.errors import RequestError, to_triton_error
 from serving.metrics import ModelMetrics
 
@@ -22,27 +22,6 @@ def _truncate_requested(request) -> bool:
     """``truncate`` request parameter: true (default) truncates long texts, false rejects them."""
     value = json.loads(request.parameters() or "{}").get("truncate", True)
     return value not in (False, "false", "False", "0", 0)
-
-
-# The longest TEXT element accepted, in bytes. max_seq tokens of any script fit many times over (a WordPiece
-# token is at most ~100 bytes of UTF-8); past this the tokenizer would spend time and memory on text it truncates.
-MAX_TEXT_BYTES = 64 * 1024
-
-
-def _decode(raw: object) -> str:
-    if not isinstance(raw, bytes):
-        raw = str(raw).encode()
-    if len(raw) > MAX_TEXT_BYTES:
-        raise RequestError("text_too_large", f"TEXT element is {len(raw)} bytes; the limit is {MAX_TEXT_BYTES}")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise RequestError(
-            "invalid_utf8", f"TEXT is not valid UTF-8 (byte {e.start}: {raw[e.start : e.start + 1]!r})"
-        ) from None
-    if not text.strip():
-        raise RequestError("empty_text", "TEXT is empty")
-    return text
 
 
 class TritonPythonModel:
@@ -63,7 +42,7 @@ class TritonPythonModel:
         for i, request in enumerate(requests):
             try:
                 raw = pb_utils.get_input_tensor_by_name(request, "TEXT").as_numpy().reshape(-1)
-                texts[i] = [_decode(t) for t in raw]
+                texts[i] = [batching.decode_text(t) for t in raw]
             except RequestError as e:
                 errors[i] = e
         order = [(i, j) for i, ts in texts.items() for j in range(len(ts))]

@@ -24,7 +24,6 @@ from tritonclient.utils import InferenceServerException
 
 from serving import batching
 from serving.errors import RequestError
-from serving.models.tokenizer import MAX_TEXT_BYTES, _decode
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -44,7 +43,7 @@ EDGE_TEXTS = [
     "\U0010ffff\ue000",  # last code point, private use
     "word " * 2000,  # far past max_seq: truncated
 ]
-NEAR_LIMIT = [b"a" * MAX_TEXT_BYTES, b"a" * (MAX_TEXT_BYTES + 1)]
+NEAR_LIMIT = [b"a" * batching.MAX_TEXT_BYTES, b"a" * (batching.MAX_TEXT_BYTES + 1)]
 
 text_element = st.one_of(
     st.binary(max_size=200),  # random bytes, mostly not UTF-8
@@ -97,7 +96,7 @@ def expect_text(elements: list[bytes], max_batch: int) -> Expected:
         return Expected(False, message="batch size")  # Triton's own check; never reaches the models
     for raw in elements:
         try:
-            _decode(raw)
+            batching.decode_text(raw)
         except RequestError as e:
             return Expected(False, message=str(e), reason=("tokenizer", e.reason))
     return Expected(True, rows=len(elements))

@@ -32,3 +32,11 @@ def test_cuda_default_precisions_and_env_override(monkeypatch):
 def test_invalid_options_are_config_errors(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         ExportConfig(**kwargs)
+
+
+def test_execution_env_must_be_a_python_environment(tmp_path):
+    with pytest.raises(ConfigError, match="not a Python environment"):
+        ExportConfig(execution_env=tmp_path)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python").touch()
+    assert ExportConfig(execution_env=tmp_path).execution_env == tmp_path

@@ -81,3 +81,25 @@ def test_client_padding_is_trimmed_before_bucketing():
     mask[0, :10] = 1
     c = batching.collate({0: (ids, mask, batching.validate(ids, mask, 100, 256))}, [16, 32, 64, 128], None)
     assert c.groups[0].ids.shape == (1, 16)
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"", "empty_text"),
+        ("\u2003\t\n".encode(), "empty_text"),
+        (b"\xff\xfe", "invalid_utf8"),
+        ("\ud800".encode("utf-8", "surrogatepass"), "invalid_utf8"),
+        (b"a" * (batching.MAX_TEXT_BYTES + 1), "text_too_large"),
+    ],
+)
+def test_decode_text_names_what_is_wrong(raw, reason):
+    with pytest.raises(RequestError) as e:
+        batching.decode_text(raw)
+    assert e.value.reason == reason and str(e.value)
+
+
+def test_decode_text_takes_edge_cases_up_to_the_limit():
+    assert batching.decode_text(b"a" * batching.MAX_TEXT_BYTES) == "a" * batching.MAX_TEXT_BYTES
+    for text in ("nul\x00inside", "e\u0301", "\u05e9\u05dc\u05d5\u05dd", "\U0001f469\u200d\U0001f467", "\u200b"):
+        assert batching.decode_text(text.encode()) == text
