@@ -67,8 +67,9 @@ def ids_request(draw, vocab: int = 30522, max_seq: int = 256) -> tuple[np.ndarra
     elif ids == "edge":
         values = np.full((rows, seq), draw(st.sampled_from([-1, 0, vocab - 1, vocab, 2**63 - 1, -(2**63)])), np.int64)
     else:
-        values = np.array(draw(st.lists(st.integers(-(2**63), 2**63 - 1), min_size=rows * seq, max_size=rows * seq)))
-        values = values.astype(np.int64).reshape(rows, seq)
+        rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))  # whole int64 range, or near the vocabulary
+        low, high = draw(st.sampled_from([(-(2**63), 2**63 - 1), (-3, vocab + 3)]))
+        values = rng.integers(low, high, size=(rows, seq), dtype=np.int64, endpoint=True)
     mask_kind = draw(st.sampled_from(["ones", "ones", "padded", "zeros", "values", "other_length"]))
     if mask_kind == "ones":
         mask = np.ones((rows, seq), np.int64)
@@ -93,7 +94,7 @@ class Expected:
 
 def expect_text(elements: list[bytes], max_batch: int) -> Expected:
     if len(elements) > max_batch:
-        return Expected(False, message="batch size")  # Triton's own check; never reaches the models
+        return Expected(False, message="batch-size must be <=")  # Triton's own check; never reaches the models
     for raw in elements:
         try:
             batching.decode_text(raw)
@@ -104,7 +105,7 @@ def expect_text(elements: list[bytes], max_batch: int) -> Expected:
 
 def expect_ids(ids: np.ndarray, mask: np.ndarray, manifest: dict) -> Expected:
     if ids.shape[0] > manifest["max_batch"]:
-        return Expected(False, message="batch size")
+        return Expected(False, message="batch-size must be <=")
     try:
         batching.validate(ids, mask, manifest["vocab_size"], manifest["max_seq"])
     except RequestError as e:
