@@ -149,8 +149,9 @@ async def restart(
             calls.append((start - t0, time.monotonic() - t0, outcome))
             await asyncio.sleep(0.05)
 
-    # A deadline longer than a restart and enough retries to span it: 0.1 s backoff doubling, 9 retries ~51 s.
-    clients = [AsyncEmbedClient(server.grpc_url, timeout_s=40.0, retries=9, backoff_s=0.1) for _ in range(4)]
+    # A deadline longer than a restart and enough retries to span it: 0.1 s backoff doubling up to the client's
+    # 1 s cap, so 40 retries wait ~36 s, inside the 40 s deadline (9 retries gave up after ~6.5 s).
+    clients = [AsyncEmbedClient(server.grpc_url, timeout_s=40.0, retries=40, backoff_s=0.1) for _ in range(4)]
     tasks = [asyncio.ensure_future(caller(c)) for c in clients]
     await asyncio.sleep(down_at_s)
     down = time.monotonic() - t0

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 import numpy as np
+from tritonclient.grpc import MAX_GRPC_MESSAGE_SIZE, KeepAliveOptions
 from tritonclient.utils import InferenceServerException
 
 MAX_BACKOFF_S = 1.0
@@ -122,18 +123,39 @@ class _Base:
         return delay
 
 
+def _grpc_channel_args() -> list[tuple[str, int]]:
+    """tritonclient's own channel defaults, plus reconnection as patient as the retries: gRPC's default reconnect
+    backoff (1 s growing 1.6x to 120 s) would keep a channel failing fast for seconds after a restarted server is
+    back, whatever the retry loop does."""
+    ka = KeepAliveOptions()
+    return [
+        ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_SIZE),
+        ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_SIZE),
+        ("grpc.keepalive_time_ms", ka.keepalive_time_ms),
+        ("grpc.keepalive_timeout_ms", ka.keepalive_timeout_ms),
+        ("grpc.keepalive_permit_without_calls", ka.keepalive_permit_without_calls),
+        ("grpc.http2.max_pings_without_data", ka.http2_max_pings_without_data),
+        ("grpc.initial_reconnect_backoff_ms", 100),
+        ("grpc.min_reconnect_backoff_ms", 100),
+        ("grpc.max_reconnect_backoff_ms", int(MAX_BACKOFF_S * 1000)),
+    ]
+
+
+def _client(mod: Any, url: str, protocol: str, timeout_s: float | None = None) -> Any:
+    if protocol == "grpc":
+        return mod.InferenceServerClient(url, channel_args=_grpc_channel_args())
+    if timeout_s is not None:
+        return mod.InferenceServerClient(url, connection_timeout=timeout_s, network_timeout=timeout_s)
+    return mod.InferenceServerClient(url)
+
+
 class EmbedClient(_Base):
     """Synchronous client."""
 
     def __init__(self, url: str = "127.0.0.1:8001", protocol: str = "grpc", **kw: Any) -> None:
         super().__init__(url, protocol, **kw)
         self._types, mod = _module(protocol, aio=False)
-        if protocol == "grpc":
-            self._client = mod.InferenceServerClient(url)
-        else:
-            self._client = mod.InferenceServerClient(
-                url, connection_timeout=self.timeout_s, network_timeout=self.timeout_s
-            )
+        self._client = _client(mod, url, protocol, self.timeout_s)
 
     def embed(self, texts: list[str], truncate: bool = True, timeout_s: float | None = None) -> np.ndarray:
         deadline = time.monotonic() + (timeout_s or self.timeout_s)
@@ -172,7 +194,7 @@ class AsyncEmbedClient(_Base):
     def __init__(self, url: str = "127.0.0.1:8001", protocol: str = "grpc", **kw: Any) -> None:
         super().__init__(url, protocol, **kw)
         self._types, mod = _module(protocol, aio=True)
-        self._client = mod.InferenceServerClient(url)
+        self._client = _client(mod, url, protocol)
 
     async def embed(self, texts: list[str], truncate: bool = True, timeout_s: float | None = None) -> np.ndarray:
         budget = timeout_s or self.timeout_s
