@@ -105,8 +105,8 @@ def load_module(kind: str, path: Path, device: str, cuda_graphs: bool = False) -
 def load_runner(kind: str, path: Path, device: str) -> Runner:
     """Load an artifact back as a callable (input_ids, attention_mask) -> embedding (CPU float32 out).
 
-    On CUDA it is loaded as the server runs it (single-threaded AOTInductor container, see ``load_module``);
-    torch 2.11's multi-threaded container crashed while loading a CUDA package on an H200.
+    On CUDA it is loaded as the server runs it (single-threaded AOTInductor container, see ``load_module``), so the
+    accuracy gate checks the artifact the way it will be served.
     """
     if kind == ONNX:
         return _onnx_runner(path)

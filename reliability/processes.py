@@ -29,6 +29,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def http_status(
+    url: str, headers: dict[str, str] | None = None, body: bytes | None = None, timeout_s: float = 30
+) -> int:
+    """The HTTP status of a GET (or a POST of ``body``); 0 when nothing answered."""
+    req = urllib.request.Request(url, data=body, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return 0
+
+
 @dataclass
 class ServerProcess:
     process: subprocess.Popen
@@ -41,13 +55,7 @@ class ServerProcess:
         return self.log_path.read_text(errors="replace")
 
     def http_status(self, path: str, timeout_s: float = 1.0) -> int:
-        try:
-            with urllib.request.urlopen(f"http://{self.http_url}{path}", timeout=timeout_s) as r:
-                return r.status
-        except urllib.error.HTTPError as e:
-            return e.code
-        except OSError:
-            return 0
+        return http_status(f"http://{self.http_url}{path}", timeout_s=timeout_s)
 
     @property
     def ports(self) -> tuple[int, int, int]:

@@ -105,6 +105,9 @@ class FrontDoor:
     burst: int = 200
     max_body: str = "4m"  # 32 texts of 64 KiB fit twice
 
+    def __post_init__(self) -> None:
+        nginx_rate(self.rate)  # refuses a rate nginx cannot take, before anything starts
+
 
 def read_api_keys(path: Path) -> dict[str, str]:
     """``client-name key`` per line (``#`` comments); keys must be unique and printable without spaces or quotes."""
@@ -187,7 +190,6 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     try:
         door = FrontDoor(read_api_keys(a.api_keys) if a.api_keys else None, a.rate, a.burst, a.max_body)
-        nginx_rate(door.rate)
     except (OSError, ValueError) as e:
         log.error("front door: %s", e)
         return 2

@@ -13,8 +13,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,24 +20,11 @@ from pathlib import Path
 import pytest
 
 from export.repository import code_sha256
+from reliability.processes import http_status
 
 ROOT = Path(__file__).resolve().parents[2]
 TEST_REPOSITORY = ROOT / "build" / "test-repository"
 READY_TIMEOUT_S = 180
-
-
-def http_status(
-    url: str, headers: dict[str, str] | None = None, body: bytes | None = None, timeout_s: float = 30
-) -> int:
-    """The HTTP status of a GET (or a POST of ``body``); 0 when nothing answered."""
-    req = urllib.request.Request(url, data=body, headers=headers or {})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except OSError:
-        return 0
 
 
 def free_port() -> int:
@@ -99,12 +84,8 @@ def wait_ready(http_url: str, process: subprocess.Popen, timeout_s: float) -> fl
     while time.monotonic() - start < timeout_s:
         if process.poll() is not None:
             raise RuntimeError(f"tritonserver exited with {process.returncode} before it was ready")
-        try:
-            with urllib.request.urlopen(f"http://{http_url}/v2/health/ready", timeout=1) as r:
-                if r.status == 200:
-                    return time.monotonic() - start
-        except OSError:
-            pass
+        if http_status(f"http://{http_url}/v2/health/ready", timeout_s=1) == 200:
+            return time.monotonic() - start
         time.sleep(0.25)
     raise TimeoutError(f"tritonserver not ready after {timeout_s} s")
 

@@ -24,6 +24,7 @@ from tritonclient.utils import InferenceServerException
 
 from serving import batching
 from serving.errors import RequestError
+from tests.integration.conftest import http_status
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -184,14 +185,6 @@ class Burst:
         self.loop.close()
 
 
-def _ready(http_url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://{http_url}/v2/health/ready", timeout=5) as r:
-            return r.status == 200
-    except OSError:
-        return False
-
-
 def test_fuzzed_requests_get_the_oracles_answer_and_the_server_stays_up(triton_server):
     manifest = json.loads((triton_server.repository / "bert" / "manifest.json").read_text())
     before = failure_counts(triton_server.metrics_url)
@@ -213,7 +206,7 @@ def test_fuzzed_requests_get_the_oracles_answer_and_the_server_stays_up(triton_s
         calls += [("bert", _ids_inputs(i, m), expect_ids(i, m, manifest), "embedding") for i, m in ids]
         problems = burst.run(calls)
         assert not problems, problems[:5]
-        assert _ready(triton_server.http_url), "server stopped being ready"
+        assert http_status(f"http://{triton_server.http_url}/v2/health/ready") == 200, "server stopped being ready"
 
     try:
         burst_of()
@@ -237,4 +230,4 @@ def test_an_oversized_message_is_refused_and_the_server_stays_up(triton_server):
     finally:
         burst.close()
     assert not problems, problems
-    assert _ready(triton_server.http_url)
+    assert http_status(f"http://{triton_server.http_url}/v2/health/ready") == 200
