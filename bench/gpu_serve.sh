@@ -8,8 +8,9 @@
 #   .gpu/site.tar.xz       pytriton's tritonserver (bin, Python backend, the 3.12 stub, its libraries) and the
 #                          packaged MiniLM tokenizer files (bert-base uses its vocabulary; no weights)
 #   .gpu/perf_analyzer.xz  perf_analyzer from the tritonclient 2.41.0 wheel
-# (`bash bench/gpu_bundle.sh` makes all three here) and builds a venv whose site-packages are the machine's own (linked) minus numpy and what needs numpy 2 (scipy,
-# scikit-learn, pandas: transformers imports scikit-learn when it finds it), plus those.
+# (`bash bench/gpu_bundle.sh` makes all three here) and builds a venv whose site-packages are the machine's own
+# (linked) minus numpy and what needs numpy 2 (scipy, scikit-learn, pandas: transformers imports scikit-learn
+# when it finds it), plus those.
 set -uo pipefail
 out="${OUT:-reports}"
 mkdir -p "$out"
