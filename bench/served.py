@@ -6,7 +6,8 @@ highest throughput whose p99 stays inside the budget.
     python -m bench.served --repository build/gpu-repository --cases bert-128,embed-corpus --concurrency 1,8,32,128
 
 Writes reports/served-<label>.json and .md. Cases: bert-128 (token ids, 128 tokens), embed-16 (texts of 16
-tokens), embed-corpus (the shipped sentences, median 23 tokens).
+tokens), embed-corpus (the shipped sentences, median 23 tokens); a suffix -bN (bert-128-b8) sends N sequences
+per request in the perf_analyzer sweep (its throughput counts sequences) and skips the concurrency-1 latency run.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -49,8 +51,19 @@ CASES = {
 }
 
 
+def parse_case(name: str) -> tuple[Case, int]:
+    """``bert-128`` -> (that case, 1 sequence per request); ``bert-128-b8`` -> (the same case, 8)."""
+    base, batch = name, 1
+    matched = re.fullmatch(r"(.+)-b([1-9][0-9]*)", name)
+    if matched:
+        base, batch = matched[1], int(matched[2])
+    if base not in CASES:
+        raise KeyError(name)
+    return CASES[base], batch
+
+
 def run_case(name: str, url: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    case = CASES[name]
+    case, batch = parse_case(name)
     binary, libdir = ensure_perf_analyzer(args.build)
     pool = build_pool(case.config(args.seed), "text" if case.model == "embed" else "tokens")
     data = work / f"{name}-input.json"
@@ -59,21 +72,26 @@ def run_case(name: str, url: str, args: argparse.Namespace, work: Path) -> dict[
     def pa(conc: int) -> dict[str, float]:
         out = work / f"{name}-pa-c{conc}.csv"
         try:
-            r = run_perf_analyzer(binary, libdir, url, case.model, conc, data, out, args.window_ms, 50.0, max_trials=4)
+            r = run_perf_analyzer(
+                binary, libdir, url, case.model, conc, data, out, args.window_ms, 50.0, max_trials=4, batch=batch
+            )
         except RuntimeError as e:  # e.g. a request that outwaited the queue timeout: recorded, the sweep goes on
             log.error("%s perf_analyzer c=%d: %s", name, conc, e)
             return {"concurrency": conc, "error": str(e)}
         log.info("%s perf_analyzer c=%d: %s", name, conc, r)
         return {"concurrency": conc, **r}
 
-    ours = run_loadtest(url, case.model, 1, args.duration_s, work / f"{name}-lt", args.seed, case.loadtest_args())
-    log.info("%s loadtest c=1: %s", name, ours)
+    ours = None
+    if batch == 1:
+        ours = run_loadtest(url, case.model, 1, args.duration_s, work / f"{name}-lt", args.seed, case.loadtest_args())
+        log.info("%s loadtest c=1: %s", name, ours)
     sweep = [pa(c) for c in args.concurrency]
     inside = [r for r in sweep if "error" not in r and r["p99_ms"] <= args.budget_ms]
     return {
         "model": case.model,
         "payload": case.payload,
         "tokens": case.tokens if case.payload == "fixed" else None,
+        "sequences_per_request": batch,
         "c1_loadtest": ours,
         "sweep": sweep,
         "best_inside_budget": max(inside, key=lambda r: r["throughput"]) if inside else None,
@@ -95,12 +113,15 @@ def markdown(result: dict[str, Any]) -> str:
     ]
     for name, r in result["cases"].items():
         c1 = r["c1_loadtest"]
+        lines += [f"## {name} ({r['model']}, {r['sequences_per_request']} sequence(s) per request)", ""]
+        if c1:
+            lines += [
+                f"loadtest, concurrency 1: p50 {c1['p50_ms']:.3f} ms, p99 {c1['p99_ms']:.3f} ms, "
+                f"{c1['throughput']:.0f} req/s",
+                "",
+            ]
         lines += [
-            f"## {name} ({r['model']})",
-            "",
-            f"loadtest, concurrency 1: p50 {c1['p50_ms']:.3f} ms, p99 {c1['p99_ms']:.3f} ms, {c1['throughput']:.0f} req/s",
-            "",
-            "| perf_analyzer concurrency | infer/s | p50 ms | p99 ms |",
+            "| perf_analyzer concurrency | sequences/s | p50 ms | p99 ms |",
             "| ---: | ---: | ---: | ---: |",
         ]
         lines += [_row(s) for s in r["sweep"]]
@@ -125,9 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output-dir", type=Path, default=Path("reports"))
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    unknown = set(args.cases.split(",")) - set(CASES)
-    if unknown:
-        p.error(f"unknown case(s) {sorted(unknown)}; known: {sorted(CASES)}")
+    for name in args.cases.split(","):
+        try:
+            parse_case(name)
+        except KeyError:
+            p.error(f"unknown case {name!r}; known: {sorted(CASES)}, each optionally with -bN")
 
     work = args.output_dir / f"served-{args.label}-work"
     work.mkdir(parents=True, exist_ok=True)

@@ -91,9 +91,11 @@ def run_perf_analyzer(
     window_ms: int,
     stability: float,
     max_trials: int = 6,
+    batch: int = 1,
 ) -> dict[str, float]:
+    """One perf_analyzer step; ``batch`` sequences per request (its throughput counts sequences)."""
     env = dict(os.environ, LD_LIBRARY_PATH=f"{libdir}:{os.environ.get('LD_LIBRARY_PATH', '')}")
-    cmd = [str(binary), "-m", model, "-u", url, "-i", "grpc"]
+    cmd = [str(binary), "-m", model, "-u", url, "-i", "grpc", "-b", str(batch)]
     cmd += ["--concurrency-range", f"{concurrency}:{concurrency}", "--input-data", str(data)]
     cmd += ["--measurement-interval", str(window_ms), "--stability-percentage", f"{stability:g}"]
     cmd += ["--max-trials", str(max_trials), "-f", str(out_csv)]
