@@ -27,7 +27,7 @@ class Runtime:
         self.device = device
         self.use_graphs = device.startswith("cuda")
         self.module = load_module(self.kind, model_dir / rel, device, cuda_graphs=self.use_graphs)
-        self._graphs: dict[tuple[int, int], tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+        self.graphs: dict[tuple[int, int], tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]] = {}
         log.info("loaded %s artifact %s on %s", self.kind, rel, device)
 
     def __call__(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -37,11 +37,11 @@ class Runtime:
             return self.module(torch.from_numpy(ids), torch.from_numpy(mask)).float().numpy()
 
     def _replay(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        """Capture one CUDA graph per (batch, length) bucket on first use, in the serving thread; replay after."""
+        """Replay the CUDA graph of this (batch, length) bucket, captured in the calling thread on first use."""
         key = ids.shape
-        if key not in self._graphs:
-            self._graphs[key] = self._capture(key)
-        graph, static_ids, static_mask, out = self._graphs[key]
+        if key not in self.graphs:
+            self.graphs[key] = self._capture(key)
+        graph, static_ids, static_mask, out = self.graphs[key]
         static_ids.copy_(torch.from_numpy(ids), non_blocking=True)
         static_mask.copy_(torch.from_numpy(mask), non_blocking=True)
         graph.replay()

@@ -42,6 +42,10 @@ class TritonPythonModel:
         self.len_buckets = batching.length_buckets(self.max_seq)
         self.batch_buckets = batching.batch_buckets(int(config["max_batch_size"])) if device != "cpu" else None
         self.runtime = Runtime(model_dir, self.manifest, device)
+        if self.batch_buckets:  # every CUDA graph captured before the model reports ready, not on a first request
+            started = time.perf_counter()
+            self.runtime.warm([(b, s) for b in self.batch_buckets for s in self.len_buckets])
+            log.info("captured %d CUDA graphs in %.1f s", len(self.runtime.graphs), time.perf_counter() - started)
         self.metrics = ModelMetrics(pb_utils, args["model_name"], stages=("collate", "infer", "respond"))
         heap.settle()
 
