@@ -52,6 +52,8 @@ class ExportConfig:
             raise ConfigError(f"--max-batch must be in 1..1024, got {self.max_batch}")
         if self.max_seq is not None and self.max_seq < 8:
             raise ConfigError(f"--max-seq must be at least 8, got {self.max_seq}")
+        if self.max_queue_delay_us < 0:
+            raise ConfigError(f"--max-queue-delay-us must be at least 0, got {self.max_queue_delay_us}")
         if self.max_queue_size is not None and self.max_queue_size < 1:
             raise ConfigError(f"--max-queue-size must be at least 1, got {self.max_queue_size}")
         if self.queue_timeout_us < 1:
@@ -100,6 +102,12 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
     )
     p.add_argument("--instances", type=int, default=int(_env("INSTANCES", "1")), help="Triton instance count per model")
     p.add_argument(
+        "--max-queue-delay-us",
+        type=int,
+        default=int(_env("MAX_QUEUE_DELAY_US", str(d["max_queue_delay_us"].default))),
+        help="longest a request waits in the dynamic batcher for others to join its batch (0: never waits)",
+    )
+    p.add_argument(
         "--max-queue-size",
         type=int,
         default=_env("MAX_QUEUE_SIZE", None),
@@ -136,6 +144,7 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
         output=a.output,
         int8_recipe=a.int8_recipe,
         instances=a.instances,
+        max_queue_delay_us=a.max_queue_delay_us,
         max_queue_size=int(a.max_queue_size) if a.max_queue_size is not None else None,
         queue_timeout_us=a.queue_timeout_us,
         skip=frozenset(s.strip() for s in a.skip.split(",") if s.strip()),

@@ -17,6 +17,13 @@ def test_cuda_default_precisions_and_env_override(monkeypatch):
     assert parse_args([]).max_batch == 8
 
 
+def test_queue_delay_from_the_command_line_and_env(monkeypatch):
+    assert parse_args([]).max_queue_delay_us == 500
+    assert parse_args(["--max-queue-delay-us", "0"]).max_queue_delay_us == 0
+    monkeypatch.setenv("BERTSERVE_EXPORT_MAX_QUEUE_DELAY_US", "100")
+    assert parse_args([]).max_queue_delay_us == 100
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -27,6 +34,7 @@ def test_cuda_default_precisions_and_env_override(monkeypatch):
         ({"precisions": ("fp32", "fp32")}, "listed twice"),
         ({"max_batch": 0}, "--max-batch"),
         ({"max_seq": 2}, "--max-seq"),
+        ({"max_queue_delay_us": -1}, "--max-queue-delay-us"),
     ],
 )
 def test_invalid_options_are_config_errors(kwargs, message):
