@@ -49,6 +49,9 @@ class TritonPythonModel:
         self.metrics = ModelMetrics(pb_utils, args["model_name"], stages=("collate", "infer", "respond"))
         heap.settle()
 
+    def finalize(self) -> None:
+        self.metrics.close()
+
     def execute(self, requests: list) -> list:
         start = time.perf_counter()
         errors: dict[int, RequestError] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 import urllib.error
 import urllib.request
 
@@ -68,6 +69,15 @@ def _metric(metrics_url: str, name: str, **labels: str) -> float:
         if m and all(f'{k}="{v}"' in m.group(1) for k, v in labels.items()):
             total += float(m.group(2))
     return total
+
+
+def _metric_reaching(metrics_url: str, name: str, target: float, timeout_s: float = 5.0, **labels: str) -> float:
+    """The metric once it reaches ``target`` (the models record off the request path, a scrape may lag a
+    response by milliseconds), or its value after ``timeout_s``; the caller asserts on it."""
+    deadline = time.monotonic() + timeout_s
+    while (value := _metric(metrics_url, name, **labels)) < target and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return value
 
 
 def test_embed_grpc_and_http_round_trip(triton_server, grpc, manifest):
@@ -139,8 +149,8 @@ def test_bad_text_is_invalid_argument_and_counted(triton_server, grpc, case, tex
     before = _metric(triton_server.metrics_url, "bertserve_failures_total", model="tokenizer", reason=reason)
     status = _expect_invalid(lambda: grpc.infer("embed", _text_input(texts)), message)
     assert status == "StatusCode.INVALID_ARGUMENT"
-    after = _metric(triton_server.metrics_url, "bertserve_failures_total", model="tokenizer", reason=reason)
-    assert after == before + 1
+    url = triton_server.metrics_url
+    assert _metric_reaching(url, "bertserve_failures_total", before + 1, model="tokenizer", reason=reason) == before + 1
     assert _embed(grpc, ["still serving"]).shape == (1, 384)
 
 
@@ -163,8 +173,9 @@ def test_long_text_truncated_by_default_and_rejected_on_request(triton_server, g
         lambda: grpc.infer("embed", _text_input([long_text]), parameters={"truncate": False}), "longer than"
     )
     assert status == "StatusCode.INVALID_ARGUMENT"
+    url = triton_server.metrics_url
     assert (
-        _metric(triton_server.metrics_url, "bertserve_failures_total", model="tokenizer", reason="too_long")
+        _metric_reaching(url, "bertserve_failures_total", before + 1, model="tokenizer", reason="too_long")
         == before + 1
     )
 
@@ -189,7 +200,8 @@ def test_bad_token_ids_are_rejected_before_the_model(triton_server, grpc, case, 
     inputs = _ids_inputs(ids.astype(np.int64), mask.astype(np.int64))
     status = _expect_invalid(lambda: grpc.infer("bert", inputs), message)
     assert status == "StatusCode.INVALID_ARGUMENT"
-    assert _metric(triton_server.metrics_url, "bertserve_failures_total", model="bert", reason=reason) == before + 1
+    url = triton_server.metrics_url
+    assert _metric_reaching(url, "bertserve_failures_total", before + 1, model="bert", reason=reason) == before + 1
     assert grpc.infer("bert", _ids_inputs(*_ok_ids())).as_numpy("embedding").shape == (1, 384)
 
 
@@ -224,8 +236,10 @@ def test_good_requests_batched_with_bad_ones_succeed(triton_server):
             calls.append(client.infer("bert", inputs))
         results = await asyncio.gather(*calls, return_exceptions=True)
         await client.close()
+        good = 48 - len(range(0, 48, 3))
+        rows = _metric_reaching(triton_server.metrics_url, "bertserve_batch_size_sum", before_sum + good, model="bert")
+        rows -= before_sum
         batches = _metric(triton_server.metrics_url, "bertserve_batch_size_count", model="bert") - before
-        rows = _metric(triton_server.metrics_url, "bertserve_batch_size_sum", model="bert") - before_sum
         return results, rows / max(batches, 1)
 
     results, mean_batch = asyncio.run(run())
@@ -269,7 +283,8 @@ def test_custom_metrics_on_the_metrics_port(triton_server, grpc):
     before = _metric(triton_server.metrics_url, "bertserve_request_duration_seconds_count", model="bert")
     tokens_before = _metric(triton_server.metrics_url, "bertserve_tokens_total", model="bert")
     _embed(grpc, ["count me"])
-    assert _metric(triton_server.metrics_url, "bertserve_request_duration_seconds_count", model="bert") == before + 1
+    count = "bertserve_request_duration_seconds_count"
+    assert _metric_reaching(triton_server.metrics_url, count, before + 1, model="bert") == before + 1
     assert _metric(triton_server.metrics_url, "bertserve_tokens_total", model="bert") > tokens_before
     text = urllib.request.urlopen(f"http://{triton_server.metrics_url}/metrics", timeout=5).read().decode()
     assert 'bertserve_request_duration_seconds_bucket{model="bert",le="0.01"}' in text

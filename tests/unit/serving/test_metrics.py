@@ -1,0 +1,71 @@
+"""The metric recorder: updates leave the request path, keep their order, and none is lost at close."""
+
+from __future__ import annotations
+
+import threading
+
+from serving.metrics import REASONS, ModelMetrics, Recorder
+
+
+class FakeMetric:
+    def __init__(self, log: list, name: str) -> None:
+        self.log, self.name = log, name
+        self.thread: str | None = None
+
+    def observe(self, value: float) -> None:
+        self.thread = threading.current_thread().name
+        self.log.append((self.name, "observe", value))
+
+    def increment(self, value: float) -> None:
+        self.thread = threading.current_thread().name
+        self.log.append((self.name, "increment", value))
+
+
+class FakePbUtils:
+    """pb_utils' MetricFamily/Metric surface; every update lands in ``log`` as (series, op, value)."""
+
+    def __init__(self) -> None:
+        self.log: list = []
+        log = self.log
+
+        class MetricFamily:
+            HISTOGRAM, COUNTER = "histogram", "counter"
+
+            def __init__(self, name: str, description: str, kind: str) -> None:
+                self.name = name
+
+            def Metric(self, labels: dict, buckets: list | None = None) -> FakeMetric:  # noqa: N802 (pb_utils' name)
+                return FakeMetric(log, f"{self.name}{sorted(labels.items())}")
+
+        self.MetricFamily = MetricFamily
+
+
+def test_updates_run_off_the_calling_thread_in_order_and_close_drains_them():
+    pb = FakePbUtils()
+    metrics = ModelMetrics(pb, "bert", stages=("infer",))
+    for i in range(500):
+        metrics.request.observe(i / 1000)
+        metrics.tokens.increment(i)
+    metrics.failures["too_long"].increment(1)
+    metrics.close()
+    observed = [v for name, op, v in pb.log if name.startswith("bertserve_request_duration") and op == "observe"]
+    assert observed == [i / 1000 for i in range(500)]
+    assert sum(v for name, _, v in pb.log if name.startswith("bertserve_tokens_total")) == sum(range(500))
+    assert [n for n, _, _ in pb.log if "failures" in n] == [
+        "bertserve_failures_total[('model', 'bert'), ('reason', 'too_long')]"
+    ]
+    assert metrics.request._metric.thread == "bertserve-metrics"
+    assert set(metrics.failures) == set(REASONS)
+
+
+def test_a_failing_update_does_not_stop_the_ones_after_it():
+    done: list[float] = []
+
+    def broken(_: float) -> None:
+        raise RuntimeError("metric family deleted")
+
+    recorder = Recorder()
+    recorder.submit(broken, 1.0)
+    recorder.submit(done.append, 2.0)
+    recorder.close()
+    assert done == [2.0]
