@@ -52,9 +52,15 @@ def save_exported_program(ep: ExportedProgram, path: Path) -> None:
     torch.export.save(ep, str(path))
 
 
+# freezing folds the weights into the compiled graph (faster GEMMs on CPU). Precompiled headers off: on the
+# H200 machine (torch 2.11+cu130) every CUDA package built with them crashed on load, inside the std::regex that
+# the model's constructor runs (parse_device_str, a locale facet call).
+AOTI_CONFIGS = {"freezing": True, "aot_inductor.precompile_headers": False}
+
+
 def compile_aoti(ep: ExportedProgram, path: Path) -> None:
-    """AOTInductor package; freezing folds the weights into the compiled graph (faster GEMMs on CPU)."""
-    torch._inductor.aoti_compile_and_package(ep, package_path=str(path), inductor_configs={"freezing": True})
+    """AOTInductor package (see AOTI_CONFIGS)."""
+    torch._inductor.aoti_compile_and_package(ep, package_path=str(path), inductor_configs=AOTI_CONFIGS)
 
 
 def trace_torchscript(encoder: nn.Module, device: str, path: Path) -> None:
