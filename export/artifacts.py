@@ -59,8 +59,13 @@ AOTI_CONFIGS = {"freezing": True, "aot_inductor.precompile_headers": False}
 
 
 def compile_aoti(ep: ExportedProgram, path: Path) -> None:
-    """AOTInductor package (see AOTI_CONFIGS)."""
-    torch._inductor.aoti_compile_and_package(ep, package_path=str(path), inductor_configs=AOTI_CONFIGS)
+    """AOTInductor package (see AOTI_CONFIGS).
+
+    Inductor freezes only with grad mode off: with it on, ``freezing`` is silently ignored and every Linear
+    stays an unpacked ``mm`` (MiniLM fp32, batch 1, 16 tokens, 2 threads: 5.6 ms instead of 2.4 ms).
+    """
+    with torch.no_grad():
+        torch._inductor.aoti_compile_and_package(ep, package_path=str(path), inductor_configs=AOTI_CONFIGS)
 
 
 def trace_torchscript(encoder: nn.Module, device: str, path: Path) -> None:
