@@ -2,28 +2,40 @@
 
 MiniLM's residual stream carries a few massive activations (hidden channels 99, 63, 223, almost only on the
 [CLS] token) that set the range of every dynamic activation quantization and crush everything else: plain
-per-channel ``quantize_dynamic`` reaches 0.916 minimum cosine, torchao per-token 0.981. Keeping the 8 largest
-input channels of each Linear (found on the calibration batches) in fp32 and quantizing the rest restores
-0.994 and 0.998. One-layer-at-a-time sensitivity ranks FFN output (layers 0-2) and FFN input (3-4) worst,
-but the drops add up over all layers, so keeping whole layers in fp32 cannot reach the gate cheaply.
+per-channel ``quantize_dynamic`` reaches 0.916 minimum cosine, torchao per-token 0.968, onnxruntime's own
+per-channel dynamic int8 0.951. Two remedies:
 
-MiniLM-L6, batch 1, 2 threads, median ms, variants interleaved in one process (``python bench.py``: build
-each recipe, TorchScript-trace / AOTInductor-compile with freezing, time 9 rounds x 20 calls at 16 and 128
-tokens); min cosine over 31 sentences in 10 languages, 3-256 tokens. "AVX2" = the same run with
-``ONEDNN_MAX_CPU_ISA FBGEMM_ENABLE_INSTRUCTIONS MKL_ENABLE_INSTRUCTIONS=AVX2 ATEN_CPU_CAPABILITY=avx2``.
+- fp32 outlier split: keep the 8 largest input channels of each Linear (found on the calibration batches)
+  in fp32 and quantize the rest (index_fill + int8 GEMM + small fp32 GEMM + add per Linear): 0.996.
+- SmoothQuant (``torchao_int8_smoothquant``): divide each input channel by ``s_j = max|x_j|^a /
+  max|W[:, j]|^(1-a)`` and multiply the weight column by it. Alone it does not pass (alpha 0.5 / 0.65 / 0.8:
+  0.985 / 0.981 / 0.953); one-Linear-at-a-time sensitivity puts the FFN outputs (layers 0-3, input = the
+  GELU of the intermediate) far ahead of the rest (0.9934 alone for layer 3), and smoothing them makes them
+  worse. Smoothing every other Linear, leaving the FFN outputs unsmoothed, reaches 0.992 (alpha 0.3-0.65);
+  giving the six FFN outputs the fp32 outlier split instead reaches 0.995 with 6 split Linears instead of 36.
 
-===================================== ========== ========== ===========
-served as                             AVX-512    AVX2       min cosine
-                                      16 / 128   16 / 128   (AVX-512/2)
-===================================== ========== ========== ===========
-fp32 eager                            12.0/14.3  6.5/21.4   1.0
-fp32 AOTI                             3.7/12.3   3.9/19.0   1.0
-torchao_int8_dynamic_fp32_outliers    1.8/7.2    3.0/16.1   .998/.997
-dynamic_perchannel_fp32_outliers (TS) 2.3/9.6    2.7/16.6   .994/.994
-torchao int8 dynamic, no split (AOTI) 1.3/5.7    2.6/14.3   .981/.975
-===================================== ========== ========== ===========
+MiniLM-L6, 2 threads, median ms (p99), min cosine over the 31 gate sentences (10 languages, 3-256 tokens,
+AOTInductor artifact), variants interleaved in one process: ``python -m bench --threads 2 --families
+aoti,int8,onnx --batches 1,8,32 --seqs 16,128 --rounds 9`` on the 2-core AMD EPYC (AVX-512 VNNI), AOTInductor
+packages frozen (grad mode off, see ``artifacts.compile_aoti``).
 
-fp32 eager swung 5.5-12 ms at 16 tokens between runs (shared machine); the int8 rows kept their order.
+====================================== =========== =========== ========== ========== ==========
+served as                              b1 s16      b1 s128     b8 s128    b32 s128   min cosine
+====================================== =========== =========== ========== ========== ==========
+fp32 AOTI                              2.01 (4.2)  9.0 (11.5)  63.9 (70)  273 (303)  1.0
+torchao_int8_smoothquant (AOTI)        1.02 (2.5)  5.35 (9.3)  39.0 (45)  199 (222)  .995
+torchao_int8_dynamic_fp32_outliers     1.60 (3.6)  6.22 (9.3)  42.8 (55)  278 (317)  .996
+dynamic_perchannel_fp32_outliers (TS)  1.26 (3.6)  6.37 (17.8) 43.5 (53)  311 (370)  .946
+onnxruntime int8 per-channel, 2 thr.   1.28 (2.6)  6.70 (9.4)  41.4 (53)  186 (211)  .951
+onnxruntime int8 per-channel, 1 thr.   1.01 (2.0)  8.29 (9.2)  65.6 (70)  301 (324)  .951
+====================================== =========== =========== ========== ========== ==========
+
+The fbgemm TorchScript recipe scored 0.994 on an earlier torch/torchao; here it fails the gate (0.946), so
+export falls through to the next recipe. The same run at batch 1 with ``ONEDNN_MAX_CPU_ISA
+FBGEMM_ENABLE_INSTRUCTIONS MKL_ENABLE_INSTRUCTIONS=AVX2 ATEN_CPU_CAPABILITY=avx2`` (torch kernels only;
+onnxruntime ignores them): smoothquant 1.53 / 10.2 ms at 16 / 128 tokens, TorchScript fbgemm 1.65 / 10.0,
+torchao outliers 2.04 / 10.9; smoothquant's cosine on the benchmark texts drops there (0.9965 / 0.9930 vs
+0.9995 / 0.9989 with AVX-512), so AVX2 keeps fbgemm first where it passes.
 """
 
 from __future__ import annotations
@@ -47,6 +59,8 @@ Calibration = list[tuple[torch.Tensor, torch.Tensor]]
 
 # Input channels per Linear kept in fp32: 2 already lifts MiniLM above the gate, 8 leaves margin.
 OUTLIER_CHANNELS = 8
+# SmoothQuant migration strength: 0.4-0.65 score alike on MiniLM (0.9949-0.9957 min cosine), 0.8 loses.
+SMOOTHQUANT_ALPHA = 0.5
 
 
 @dataclass(frozen=True)
@@ -132,6 +146,64 @@ def split_outliers(model: nn.Module, calibration: Calibration, k: int = OUTLIER_
     return model
 
 
+class SmoothedLinear(nn.Module):
+    """``linear(x)`` as ``(x / s) @ (W * s)^T + b``: the same function, with a flatter activation to quantize.
+
+    SmoothQuant's per-input-channel scale moves the range of channels that carry massive activations into
+    the weight. BERT is post-LayerNorm (the LayerNorm output is also the residual stream), so ``1 / s``
+    cannot be folded into the LayerNorm; it stays an explicit multiply, which Inductor fuses into the
+    dynamic-quantization kernel of the int8 GEMM.
+    """
+
+    def __init__(self, linear: nn.Linear, scale: torch.Tensor) -> None:
+        super().__init__()
+        weight = linear.weight.detach()
+        self.register_buffer("inv_scale", (1.0 / scale).to(weight.dtype))
+        self.linear = nn.Linear(
+            linear.in_features,
+            linear.out_features,
+            bias=linear.bias is not None,
+            device=weight.device,
+            dtype=weight.dtype,
+        )
+        self.linear.weight.data.copy_(weight * scale.to(weight.dtype))
+        if linear.bias is not None:
+            self.linear.bias.data.copy_(linear.bias.detach())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x * self.inv_scale)
+
+
+def smoothing_scale(x_absmax: torch.Tensor, weight: torch.Tensor, alpha: float = SMOOTHQUANT_ALPHA) -> torch.Tensor:
+    """SmoothQuant's ``s_j = max|x_j|^alpha / max|W[:, j]|^(1 - alpha)`` per input channel j."""
+    w_absmax = weight.detach().abs().amax(0).clamp(min=1e-5)
+    return (x_absmax.clamp(min=1e-5).pow(alpha) / w_absmax.pow(1 - alpha)).clamp(min=1e-5)
+
+
+def _is_ffn_output(name: str) -> bool:
+    """BERT's FFN output dense (``layer.N.output.dense``), whose input is the GELU of the intermediate."""
+    return name.endswith(".output.dense") and not name.endswith(".attention.output.dense")
+
+
+def smooth_and_split(model: nn.Module, calibration: Calibration, alpha: float = SMOOTHQUANT_ALPHA) -> nn.Module:
+    """fp32 rewrite before int8: every Linear smoothed, except the FFN outputs, which split their outliers.
+
+    Smoothing the FFN output's input (a few huge GELU channels on [CLS]) moves the range into weight
+    columns that then dominate every row's int8 scale; there the fp32 outlier split is what works.
+    """
+    linears = _quantizable_linears(model)
+    stats = input_absmax(model, list(linears), calibration)
+    for name, linear in linears.items():
+        if _is_ffn_output(name):
+            idx = stats[name].topk(min(OUTLIER_CHANNELS, linear.in_features)).indices.sort().values
+            new: nn.Module = OutlierSplitLinear(linear, idx)
+        else:
+            new = SmoothedLinear(linear, smoothing_scale(stats[name], linear.weight, alpha))
+        parent, _, attr = name.rpartition(".")
+        setattr(model.get_submodule(parent), attr, new)
+    return model
+
+
 def _quantize_dynamic(model: nn.Module, targets: set[str]) -> nn.Module:
     """fbgemm/x86 dynamic int8: per-channel weights, per-tensor activations (7-bit, safe for AVX2 kernels)."""
     qconfig = torch.ao.quantization.per_channel_dynamic_qconfig
@@ -159,7 +231,21 @@ def _torchao_int8_dynamic_fp32_outliers(model: nn.Module, calibration: Calibrati
     return _torchao_int8(model, {n for n in _quantizable_linears(model) if n.endswith(".main")})
 
 
-_TORCHAO_OUTLIERS, _DYNAMIC_OUTLIERS = (
+def _torchao_int8_smoothquant(model: nn.Module, calibration: Calibration) -> nn.Module:
+    model = smooth_and_split(model, calibration)
+    return _torchao_int8(model, set(_quantizable_linears(model)))
+
+
+_SMOOTHQUANT, _TORCHAO_OUTLIERS, _DYNAMIC_OUTLIERS = (
+    Recipe(
+        name="torchao_int8_smoothquant",
+        paths=frozenset({EXPORTED_PROGRAM, AOTI}),
+        description=(
+            f"torchao int8 per-token activations, per-channel weights; SmoothQuant (alpha {SMOOTHQUANT_ALPHA}) "
+            f"on every Linear but the FFN outputs, which keep their {OUTLIER_CHANNELS} largest input channels fp32"
+        ),
+        build=_torchao_int8_smoothquant,
+    ),
     Recipe(
         name="torchao_int8_dynamic_fp32_outliers",
         paths=frozenset({EXPORTED_PROGRAM, AOTI}),
@@ -180,12 +266,13 @@ _TORCHAO_OUTLIERS, _DYNAMIC_OUTLIERS = (
     ),
 )
 
-# With AVX-512 (VNNI/AMX) oneDNN's int8 GEMMs under AOTInductor win at every length; on AVX2 the fbgemm
-# TorchScript module is faster at short texts and level at 128 tokens.
+# With AVX-512 (VNNI/AMX) oneDNN's int8 GEMMs under AOTInductor win at every length, smoothing ahead of the
+# all-Linear outlier split; on AVX2 smoothing and the fbgemm TorchScript module are level in speed, and fbgemm
+# keeps more accuracy.
 RECIPES: tuple[Recipe, ...] = (
-    (_TORCHAO_OUTLIERS, _DYNAMIC_OUTLIERS)
+    (_SMOOTHQUANT, _TORCHAO_OUTLIERS, _DYNAMIC_OUTLIERS)
     if torch.backends.cpu.get_cpu_capability().startswith("AVX512")
-    else (_DYNAMIC_OUTLIERS, _TORCHAO_OUTLIERS)
+    else (_DYNAMIC_OUTLIERS, _SMOOTHQUANT, _TORCHAO_OUTLIERS)
 )
 
 

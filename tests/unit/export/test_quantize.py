@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
 from transformers import BertConfig, BertModel
 
 from export import quantize
+from export.verify import MIN_COSINE
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
 
@@ -105,3 +108,42 @@ def test_recipe_paths_are_known() -> None:
     known = {quantize.EXPORTED_PROGRAM, quantize.AOTI, quantize.TORCHSCRIPT, quantize.ONNX}
     for recipe in quantize.RECIPES:
         assert recipe.paths and recipe.paths <= known
+
+
+def test_smoothing_leaves_the_fp32_function_unchanged(encoder, calibration) -> None:
+    smoothed = quantize.smooth_and_split(copy.deepcopy(encoder), calibration)
+
+    kinds = {type(m) for m in smoothed.modules()}
+    assert {quantize.SmoothedLinear, quantize.OutlierSplitLinear} <= kinds
+    inputs = _batch(11, 3, 16)
+    with torch.inference_mode():
+        torch.testing.assert_close(smoothed(*inputs), encoder(*inputs), atol=1e-5, rtol=0)
+
+
+def test_smoothing_scale_balances_activation_and_weight_ranges() -> None:
+    gen = torch.Generator().manual_seed(0)
+    weight = torch.randn(32, 16, generator=gen)
+    x_absmax = torch.rand(16, generator=gen) + 0.1
+    x_absmax[3] = 80.0  # one massive activation channel
+    scale = quantize.smoothing_scale(x_absmax, weight, alpha=0.5)
+
+    linear = torch.nn.Linear(16, 32)
+    linear.weight.data.copy_(weight)
+    smoothed = quantize.SmoothedLinear(linear, scale)
+    # alpha 0.5: after smoothing, each input channel's activation range equals its weight column's range.
+    torch.testing.assert_close(x_absmax * smoothed.inv_scale, smoothed.linear.weight.abs().amax(0))
+    assert (x_absmax * smoothed.inv_scale).max() < x_absmax.max() / 4
+    x = torch.randn(5, 16, generator=gen)
+    torch.testing.assert_close(smoothed(x), linear(x), atol=1e-5, rtol=0)
+
+
+def test_smoothquant_passes_the_int8_gate(encoder, calibration) -> None:
+    quantized = quantize.get_recipe("torchao_int8_smoothquant").apply(encoder, calibration)
+    inner = [m.linear for m in quantized.modules() if isinstance(m, quantize.SmoothedLinear)]
+    inner += [m.main for m in quantized.modules() if isinstance(m, quantize.OutlierSplitLinear)]
+    assert len(inner) == 2 * 6  # every encoder Linear: Q, K, V, attention output, FFN in and out per layer
+    assert all(type(m.weight) not in (torch.Tensor, torch.nn.Parameter) for m in inner)  # torchao int8 tensors
+    inputs = _batch(23, 4, 20)
+    with torch.inference_mode():
+        cos = F.cosine_similarity(encoder(*inputs), quantized(*inputs))
+    assert cos.min().item() >= MIN_COSINE["int8"]
