@@ -79,6 +79,17 @@ class Recipe:
         return model.eval()
 
 
+def _with_weight(linear: nn.Linear, weight: torch.Tensor) -> nn.Linear:
+    """A new Linear of ``linear``'s shape, device and dtype, with ``weight`` and a copy of its bias."""
+    new = nn.Linear(
+        linear.in_features, linear.out_features, bias=linear.bias is not None, device=weight.device, dtype=weight.dtype
+    )
+    new.weight.data.copy_(weight)
+    if linear.bias is not None:
+        new.bias.data.copy_(linear.bias.detach())
+    return new
+
+
 class OutlierSplitLinear(nn.Module):
     """``linear(x)`` as an int8-able Linear over all but ``idx`` input channels plus fp32 over ``idx``."""
 
@@ -87,16 +98,7 @@ class OutlierSplitLinear(nn.Module):
         weight = linear.weight.detach()
         self.register_buffer("idx", idx)
         self.register_buffer("outlier_weight", weight[:, idx].contiguous())
-        self.main = nn.Linear(
-            linear.in_features,
-            linear.out_features,
-            bias=linear.bias is not None,
-            device=weight.device,
-            dtype=weight.dtype,
-        )
-        self.main.weight.data.copy_(weight.index_fill(1, idx, 0.0))
-        if linear.bias is not None:
-            self.main.bias.data.copy_(linear.bias.detach())
+        self.main = _with_weight(linear, weight.index_fill(1, idx, 0.0))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         inliers = x.index_fill(-1, self.idx, 0.0)
@@ -159,16 +161,7 @@ class SmoothedLinear(nn.Module):
         super().__init__()
         weight = linear.weight.detach()
         self.register_buffer("inv_scale", (1.0 / scale).to(weight.dtype))
-        self.linear = nn.Linear(
-            linear.in_features,
-            linear.out_features,
-            bias=linear.bias is not None,
-            device=weight.device,
-            dtype=weight.dtype,
-        )
-        self.linear.weight.data.copy_(weight * scale.to(weight.dtype))
-        if linear.bias is not None:
-            self.linear.bias.data.copy_(linear.bias.detach())
+        self.linear = _with_weight(linear, weight * scale.to(weight.dtype))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.linear(x * self.inv_scale)
