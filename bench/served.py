@@ -158,18 +158,23 @@ def main(argv: list[str] | None = None) -> int:
     server = processes.start(args.repository, work / "server.log")
     try:
         server.wait_ready(timeout_s=300)
-        ready_s = time.monotonic() - started
+        result = {"label": args.label, "ready_s": round(time.monotonic() - started, 2), "budget_ms": args.budget_ms,
+                  "client_cpus": args.client_cpus, "cases": {}}  # fmt: skip
+        log.info("server ready in %.1f s", result["ready_s"])
         if args.client_cpus:  # after the server started, so that only the clients (children from here) are pinned
             os.sched_setaffinity(0, {int(c) for c in args.client_cpus.split(",")})
-        cases = {name: run_case(name, server.grpc_url, args, work) for name in args.cases.split(",")}
+        for name in args.cases.split(","):
+            result["cases"][name] = run_case(name, server.grpc_url, args, work)
+            write_report(result, args.output_dir)  # after every case: a run cut short keeps what it measured
     finally:
         processes.stop(server)
-    result = {"label": args.label, "ready_s": round(ready_s, 2), "budget_ms": args.budget_ms,
-              "client_cpus": args.client_cpus, "cases": cases}  # fmt: skip
-    (args.output_dir / f"served-{args.label}.json").write_text(json.dumps(result, indent=2))
-    (args.output_dir / f"served-{args.label}.md").write_text(markdown(result))
     sys.stdout.write(markdown(result) + "\n")
     return 0
+
+
+def write_report(result: dict[str, Any], output_dir: Path) -> None:
+    (output_dir / f"served-{result['label']}.json").write_text(json.dumps(result, indent=2))
+    (output_dir / f"served-{result['label']}.md").write_text(markdown(result))
 
 
 if __name__ == "__main__":
