@@ -63,7 +63,7 @@ def parse_case(name: str) -> tuple[Case, int]:
 
 
 def run_case(name: str, url: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    case, batch = parse_case(name)
+    case, batch = parse_case(name)  # main checked every name
     binary, libdir = ensure_perf_analyzer(args.build)
     pool = build_pool(case.config(args.seed), "text" if case.model == "embed" else "tokens")
     data = work / f"{name}-input.json"

@@ -136,15 +136,24 @@ def input_absmax(model: nn.Module, names: list[str], calibration: Calibration) -
     return stats
 
 
+def _outlier_split(name: str, linear: nn.Linear, absmax: torch.Tensor, k: int = OUTLIER_CHANNELS) -> OutlierSplitLinear:
+    """``linear`` split over its k input channels of largest calibration |x|."""
+    idx = absmax.topk(min(k, linear.in_features)).indices.sort().values
+    log.debug("%s: fp32 input channels %s", name, idx.tolist())
+    return OutlierSplitLinear(linear, idx)
+
+
+def _replace(model: nn.Module, name: str, module: nn.Module) -> None:
+    parent, _, attr = name.rpartition(".")
+    setattr(model.get_submodule(parent), attr, module)
+
+
 def split_outliers(model: nn.Module, calibration: Calibration, k: int = OUTLIER_CHANNELS) -> nn.Module:
     """Replace each quantizable Linear by an :class:`OutlierSplitLinear` over its k largest input channels."""
     linears = _quantizable_linears(model)
     stats = input_absmax(model, list(linears), calibration)
     for name, linear in linears.items():
-        idx = stats[name].topk(min(k, linear.in_features)).indices.sort().values
-        parent, _, attr = name.rpartition(".")
-        setattr(model.get_submodule(parent), attr, OutlierSplitLinear(linear, idx))
-        log.debug("%s: fp32 input channels %s", name, idx.tolist())
+        _replace(model, name, _outlier_split(name, linear, stats[name], k))
     return model
 
 
@@ -188,12 +197,9 @@ def smooth_and_split(model: nn.Module, calibration: Calibration, alpha: float = 
     stats = input_absmax(model, list(linears), calibration)
     for name, linear in linears.items():
         if _is_ffn_output(name):
-            idx = stats[name].topk(min(OUTLIER_CHANNELS, linear.in_features)).indices.sort().values
-            new: nn.Module = OutlierSplitLinear(linear, idx)
+            _replace(model, name, _outlier_split(name, linear, stats[name]))
         else:
-            new = SmoothedLinear(linear, smoothing_scale(stats[name], linear.weight, alpha))
-        parent, _, attr = name.rpartition(".")
-        setattr(model.get_submodule(parent), attr, new)
+            _replace(model, name, SmoothedLinear(linear, smoothing_scale(stats[name], linear.weight, alpha)))
     return model
 
 
