@@ -14,10 +14,10 @@ import sysconfig
 import tempfile
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from serving.admin import Admin, drain_then_stop
 from serving.config import RESTRICTED, ServeConfig
 from serving.manifest import REPOSITORY_INDEX, VerificationError, read, verify
 
@@ -115,6 +115,10 @@ def _python_models(repo: Path, models: list[str]) -> list[str]:
     return [m for m in models if index[m]["backend"] == "python"]
 
 
+def _ensembles(repo: Path) -> list[str]:
+    return list(json.loads((repo / REPOSITORY_INDEX).read_text()).get("ensemble_requires", {}))
+
+
 def command(cfg: ServeConfig, server: Server, models: list[str], admin_key: str | None = None) -> list[str]:
     cmd = [
         str(server.binary),
@@ -201,28 +205,11 @@ class StubWatchdog(threading.Thread):
     for it and never restarts it, while still reporting it ready): unload, then load, through the restricted
     model-repository API with the launcher's admin key."""
 
-    def __init__(self, cfg: ServeConfig, proc: subprocess.Popen, models: list[str], admin_key: str) -> None:
+    def __init__(self, admin: Admin, proc: subprocess.Popen, models: list[str]) -> None:
         super().__init__(name="stub-watchdog", daemon=True)
-        self.proc, self.models, self.key, self.header = proc, models, admin_key, cfg.admin_header
-        host = "127.0.0.1" if cfg.host in ("0.0.0.0", "::") else cfg.host
-        self.base = f"http://{host}:{cfg.http_port}/v2/repository/models"
+        self.admin, self.proc, self.models = admin, proc, models
         self.stopping = threading.Event()
         self.seen: set[str] = set()
-
-    def _call(self, model: str, action: str) -> None:
-        req = urllib.request.Request(
-            f"{self.base}/{model}/{action}", data=b"{}", method="POST", headers={self.header: self.key}
-        )
-        with urllib.request.urlopen(req, timeout=300) as r:
-            r.read()
-
-    def _reported_ready(self, model: str) -> bool:
-        url = self.base.replace("/v2/repository/models", f"/v2/models/{model}/ready")
-        try:
-            with urllib.request.urlopen(url, timeout=5) as r:
-                return r.status == 200
-        except OSError:
-            return False
 
     def run(self) -> None:
         while not self.stopping.wait(WATCH_INTERVAL_S) and self.proc.poll() is None:
@@ -230,14 +217,14 @@ class StubWatchdog(threading.Thread):
             for model in sorted(self.seen - alive):
                 if self.stopping.is_set():
                     return
-                if not self._reported_ready(model):  # unloaded on purpose (or loading): not ours to undo
+                if not self.admin.ready(model):  # unloaded on purpose (or loading): not ours to undo
                     self.seen.discard(model)
                     continue
                 log.error("the backend stub of %s died: reloading the model", model)
                 start = time.monotonic()
                 try:
-                    self._call(model, "unload")
-                    self._call(model, "load")
+                    self.admin.unload(model)
+                    self.admin.load(model)
                     log.info("reloaded %s in %.1f s", model, time.monotonic() - start)
                 except OSError as e:
                     log.error("reloading %s failed: %s", model, e)
@@ -256,15 +243,25 @@ def serve(cfg: ServeConfig) -> int:
     cmd = command(cfg, server, models, key)
     log.info("starting %s with models %s", server.binary, ", ".join(models))
     proc = subprocess.Popen(cmd, env=server.env)
-    watchdog = StubWatchdog(cfg, proc, _python_models(cfg.repository, models), key)
+    admin = Admin(cfg, key)
+    watchdog = StubWatchdog(admin, proc, _python_models(cfg.repository, models))
     watchdog.start()
+    ensembles = [m for m in _ensembles(cfg.repository) if m in models]
+    stopping = threading.Event()
 
     def forward(signum: int, _frame: object) -> None:
+        watchdog.stopping.set()
+        if stopping.is_set():  # a second signal: no more waiting for the ensembles
+            log.info("received %s again: stopping tritonserver now", signal.Signals(signum).name)
+            proc.terminate()
+            return
+        stopping.set()
         log.info(
             "received %s: draining in-flight requests (up to %d s)", signal.Signals(signum).name, cfg.exit_timeout_s
         )
-        watchdog.stopping.set()
-        proc.send_signal(signal.SIGTERM)
+        threading.Thread(
+            target=drain_then_stop, args=(admin, proc, ensembles, cfg.exit_timeout_s), name="drain", daemon=True
+        ).start()
 
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGTERM, forward)
