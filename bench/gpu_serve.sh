@@ -33,10 +33,7 @@ mkdir -p build/perf_analyzer && xz -dc .gpu/perf_analyzer.xz >build/perf_analyze
   && chmod +x build/perf_analyzer/perf_analyzer
 py="$venv/bin/python"
 export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
-# An AOTInductor CUDA package segfaults on load here (std::regex in the package's wrapper, a locale facet call)
-# unless the system libstdc++ is loaded first; preloaded, it loads and runs (export, tritonserver and its stubs).
-libstdcxx=/usr/lib/x86_64-linux-gnu/libstdc++.so.6
-[ -f "$libstdcxx" ] && export LD_PRELOAD="$libstdcxx${LD_PRELOAD:+:$LD_PRELOAD}"
+source bench/gpu_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 "$py" -c 'import numpy, torch; print("numpy", numpy.__version__, "torch", torch.__version__)' | tee -a "$out/gpu.txt"
 
