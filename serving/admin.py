@@ -63,7 +63,8 @@ def drain_then_stop(admin: Admin, proc: subprocess.Popen, ensembles: list[str], 
                 break
             time.sleep(DRAIN_POLL_S)
         else:
-            log.warning("ensembles %s still had requests in flight after %.0f s", ensembles, timeout_s)
+            if proc.poll() is None:  # not when tritonserver ended on its own
+                log.warning("ensembles %s still had requests in flight after %.0f s", ensembles, timeout_s)
     except OSError as e:
         log.error("draining the ensembles failed (%s): stopping tritonserver now", e)
     if proc.poll() is None:

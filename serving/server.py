@@ -110,13 +110,11 @@ def select_models(repo: Path, backend_dir: Path) -> list[str]:
     return load
 
 
-def _python_models(repo: Path, models: list[str]) -> list[str]:
-    index = json.loads((repo / REPOSITORY_INDEX).read_text())["models"]
-    return [m for m in models if index[m]["backend"] == "python"]
-
-
-def _ensembles(repo: Path) -> list[str]:
-    return list(json.loads((repo / REPOSITORY_INDEX).read_text()).get("ensemble_requires", {}))
+def _roles(repo: Path, models: list[str]) -> tuple[list[str], list[str]]:
+    """Of the models to load: those the Python backend runs (the stub watchdog's), and the ensembles (drained first)."""
+    index = json.loads((repo / REPOSITORY_INDEX).read_text())
+    python = [m for m in models if index["models"][m]["backend"] == "python"]
+    return python, [m for m in index.get("ensemble_requires", {}) if m in models]
 
 
 def command(cfg: ServeConfig, server: Server, models: list[str], admin_key: str | None = None) -> list[str]:
@@ -244,9 +242,9 @@ def serve(cfg: ServeConfig) -> int:
     log.info("starting %s with models %s", server.binary, ", ".join(models))
     proc = subprocess.Popen(cmd, env=server.env)
     admin = Admin(cfg, key)
-    watchdog = StubWatchdog(admin, proc, _python_models(cfg.repository, models))
+    python_models, ensembles = _roles(cfg.repository, models)
+    watchdog = StubWatchdog(admin, proc, python_models)
     watchdog.start()
-    ensembles = [m for m in _ensembles(cfg.repository) if m in models]
     stopping = threading.Event()
 
     def forward(signum: int, _frame: object) -> None:
