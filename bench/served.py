@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import split
 from loadtest.config import LoadTestConfig, int_list
 from loadtest.payload import build_pool, perf_analyzer_input_data
 from loadtest.perf_analyzer_compare import ensure_perf_analyzer, run_loadtest, run_perf_analyzer
@@ -62,15 +63,18 @@ def parse_case(name: str) -> tuple[Case, int]:
     return CASES[base], batch
 
 
-def run_case(name: str, url: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+def run_case(name: str, server: processes.ServerProcess, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     case, batch = parse_case(name)  # main checked every name
     binary, libdir = ensure_perf_analyzer(args.build)
     pool = build_pool(case.config(args.seed), "text" if case.model == "embed" else "tokens")
     data = work / f"{name}-input.json"
     data.write_text(json.dumps(perf_analyzer_input_data(pool)), encoding="utf-8")
 
-    def pa(conc: int) -> dict[str, float]:
+    url = server.grpc_url
+
+    def pa(conc: int) -> dict[str, Any]:
         out = work / f"{name}-pa-c{conc}.csv"
+        before = split.scrape(server.metrics_url)
         try:
             r = run_perf_analyzer(
                 binary, libdir, url, case.model, conc, data, out, args.window_ms, 50.0, max_trials=4, batch=batch
@@ -78,8 +82,10 @@ def run_case(name: str, url: str, args: argparse.Namespace, work: Path) -> dict[
         except RuntimeError as e:  # e.g. a request that outwaited the queue timeout: recorded, the sweep goes on
             log.error("%s perf_analyzer c=%d: %s", name, conc, e)
             return {"concurrency": conc, "error": str(e)}
-        log.info("%s perf_analyzer c=%d: %s", name, conc, r)
-        return {"concurrency": conc, **r}
+        # perf_analyzer's trials all fall between the scrapes, so these are means over every trial, not the last.
+        models = split.model_split(before, split.scrape(server.metrics_url))
+        log.info("%s perf_analyzer c=%d: %s; per model: %s", name, conc, r, models)
+        return {"concurrency": conc, **r, "models": models}
 
     ours = None
     if batch == 1:
@@ -128,6 +134,9 @@ def markdown(result: dict[str, Any]) -> str:
         best = r["best_inside_budget"]
         lines += ["", f"Best inside budget: {best['throughput']:.0f}/s at concurrency {best['concurrency']}" if best
                   else "No step inside the budget.", ""]  # fmt: skip
+        first = next((s for s in r["sweep"] if "error" not in s), None)
+        if first is not None:
+            lines += split.describe(first)
     return "\n".join(lines)
 
 
@@ -164,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.client_cpus:  # after the server started, so that only the clients (children from here) are pinned
             os.sched_setaffinity(0, {int(c) for c in args.client_cpus.split(",")})
         for name in args.cases.split(","):
-            result["cases"][name] = run_case(name, server.grpc_url, args, work)
+            result["cases"][name] = run_case(name, server, args, work)
             write_report(result, args.output_dir)  # after every case: a run cut short keeps what it measured
     finally:
         processes.stop(server)

@@ -30,6 +30,16 @@ logger = logging.getLogger(__name__)
 WHEEL_SPEC = "tritonclient==2.41.0"
 BINARY_IN_WHEEL = "tritonclient-2.41.0.data/data/bin/perf_analyzer"
 NEEDED_LIBS = {"libb64.so.0d": "libb64-", "libcudart.so.12": "libcudart-"}
+# The CSV's split of the mean latency (µs) into client, network + server frontend, and the called model's server side.
+SPLIT_COLUMNS = {
+    "Client Send": "client_send",
+    "Network+Server Send/Recv": "network_and_frontend",
+    "Server Queue": "queue",
+    "Server Compute Input": "compute_input",
+    "Server Compute Infer": "compute_infer",
+    "Server Compute Output": "compute_output",
+    "Client Recv": "client_recv",
+}
 
 
 def pytriton_libs() -> Path:
@@ -110,6 +120,7 @@ def run_perf_analyzer(
         "throughput": float(row["Inferences/Second"]),
         "p50_ms": float(row["p50 latency"]) / 1e3,
         "p99_ms": float(row["p99 latency"]) / 1e3,
+        "split_us": {key: float(row[col]) for col, key in SPLIT_COLUMNS.items() if row.get(col, "") != ""},
     }
 
 
