@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -105,18 +106,50 @@ class Collated:
         return self.padded_tokens / total if total else 0.0
 
 
+# (batch bucket, length bucket) -> seconds per forward pass
+Costs = Mapping[tuple[int, int], float]
+
+
+def merge_buckets(rows: dict[int, int], batch_bucket_list: list[int], costs: Costs) -> list[list[int]]:
+    """Partition the length buckets in use into runs that each become one forward pass, cheapest in total.
+
+    ``rows``: rows per length bucket. A run pads its rows to its longest bucket and their count to a batch
+    bucket. On a GPU a pass has a fixed floor (a 1x128 pass costs about a quarter of a 32x128 one), so a few
+    short rows are cheaper padded into the long rows' pass than in a pass of their own.
+    """
+    lens = sorted(rows)
+    best: list[tuple[float, list[list[int]]]] = [(0.0, [])]  # best[j]: the first j buckets
+    for j in range(1, len(lens) + 1):
+        options = []
+        for i in range(j):
+            count = sum(rows[s] for s in lens[i:j])
+            cost = costs[(bucket_for(count, batch_bucket_list), lens[j - 1])]
+            options.append((best[i][0] + cost, [*best[i][1], lens[i:j]]))
+        best.append(min(options, key=lambda o: o[0]))
+    return best[-1][1]
+
+
 def collate(
     requests: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]],
     len_buckets: list[int],
     batch_bucket_list: list[int] | None,
+    costs: Costs | None = None,
 ) -> Collated:
-    """Group rows by length bucket (bounding padding waste); pad batch to a bucket when given (CUDA graphs)."""
+    """Group rows by length bucket (bounding padding waste); pad batch to a bucket when given (CUDA graphs).
+
+    With ``costs`` (measured per batch and length bucket), adjacent length buckets share a pass where that is
+    cheaper (:func:`merge_buckets`).
+    """
     by_bucket: dict[int, list[tuple[int, int, int]]] = {}
     for req, (_, _, lengths) in requests.items():
         for row, n in enumerate(lengths):
             by_bucket.setdefault(bucket_for(int(n), len_buckets), []).append((req, row, int(n)))
+    runs = [[s] for s in sorted(by_bucket)]
+    if costs is not None and batch_bucket_list is not None and len(runs) > 1:
+        runs = merge_buckets({s: len(m) for s, m in by_bucket.items()}, batch_bucket_list, costs)
     groups, real = [], 0
-    for seq, members in sorted(by_bucket.items()):
+    for run in runs:
+        seq, members = run[-1], [m for s in run for m in by_bucket[s]]
         rows = len(members) if batch_bucket_list is None else bucket_for(len(members), batch_bucket_list)
         ids = np.full((rows, seq), PAD_ID, dtype=np.int64)
         mask = np.zeros((rows, seq), dtype=np.int64)

@@ -42,10 +42,13 @@ class TritonPythonModel:
         self.len_buckets = batching.length_buckets(self.max_seq)
         self.batch_buckets = batching.batch_buckets(int(config["max_batch_size"])) if device != "cpu" else None
         self.runtime = Runtime(model_dir, self.manifest, device)
-        if self.batch_buckets:  # every CUDA graph captured before the model reports ready, not on a first request
+        # On CUDA every graph is captured before the model reports ready, not on a first request, and timed: the
+        # measured cost per (batch, length) bucket decides which length buckets share a pass.
+        self.costs = None
+        if self.batch_buckets:
             started = time.perf_counter()
-            self.runtime.warm([(b, s) for b in self.batch_buckets for s in self.len_buckets])
-            log.info("captured %d CUDA graphs in %.1f s", len(self.runtime.graphs), time.perf_counter() - started)
+            self.costs = self.runtime.warm([(b, s) for b in self.batch_buckets for s in self.len_buckets])
+            log.info("captured and timed %d CUDA graphs in %.1f s", len(self.costs), time.perf_counter() - started)
         self.metrics = ModelMetrics(pb_utils, args["model_name"], stages=("collate", "infer", "respond"))
         heap.settle()
 
@@ -63,7 +66,7 @@ class TritonPythonModel:
                 valid[i] = (ids, mask, batching.validate(ids, mask, self.vocab_size, self.max_seq))
             except RequestError as e:
                 errors[i] = e
-        collated = batching.collate(valid, self.len_buckets, self.batch_buckets)
+        collated = batching.collate(valid, self.len_buckets, self.batch_buckets, self.costs)
         collated_at = time.perf_counter()
 
         outputs: dict[int, np.ndarray] = {i: np.empty((v[0].shape[0], 0), np.float32) for i, v in valid.items()}

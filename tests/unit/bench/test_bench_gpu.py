@@ -33,6 +33,7 @@ def test_runtime_replays_cuda_graphs_over_aoti(tmp_path: Path) -> None:
         got = runtime(ids.numpy(), mask.numpy())
         np.testing.assert_allclose(got, expected, atol=1e-4)
     assert len(runtime.graphs) == 1
-    runtime.warm([(1, 16), (4, 32), (8, 32)])  # what the bert model does before it reports ready
+    costs = runtime.warm([(1, 16), (4, 32), (8, 32)])  # what the bert model does before it reports ready
     assert sorted(runtime.graphs) == [(1, 16), (4, 32), (8, 32)]
+    assert sorted(costs) == [(1, 16), (4, 32), (8, 32)] and all(0 < c < 1 for c in costs.values())
     np.testing.assert_allclose(runtime(ids.numpy(), mask.numpy()), expected, atol=1e-4)

@@ -103,3 +103,35 @@ def test_decode_text_takes_edge_cases_up_to_the_limit():
     assert batching.decode_text(b"a" * batching.MAX_TEXT_BYTES) == "a" * batching.MAX_TEXT_BYTES
     for text in ("nul\x00inside", "e\u0301", "\u05e9\u05dc\u05d5\u05dd", "\U0001f469\u200d\U0001f467", "\u200b"):
         assert batching.decode_text(text.encode()) == text
+
+
+def _gpu_like_costs(batches: list[int], lens: list[int]) -> dict:
+    """A fixed 0.5 per pass plus 0.001 per padded token (the shape of the H200's measured costs)."""
+    return {(b, s): 0.5 + 0.001 * b * s for b in batches for s in lens}
+
+
+def test_merge_buckets_pads_a_few_short_rows_into_the_long_pass_when_a_pass_of_their_own_costs_more():
+    costs = _gpu_like_costs([1, 2, 4, 8, 16, 32], [16, 32, 64, 128])
+    # Apart: 2x16 (0.532) + 6 rows padded to 8x128 (1.524); together 8x128 alone (1.524).
+    assert batching.merge_buckets({16: 2, 128: 6}, [1, 2, 4, 8, 16, 32], costs) == [[16, 128]]
+    # Apart: 16x16 (0.756) + 8x128 (1.524); together 24 rows padded to 32x128 (4.596).
+    assert batching.merge_buckets({16: 16, 128: 8}, [1, 2, 4, 8, 16, 32], costs) == [[16], [128]]
+
+
+def test_merge_buckets_without_a_fixed_cost_keeps_every_bucket_apart():
+    costs = {(b, s): 0.001 * b * s for b in [1, 2, 4, 8] for s in [16, 32, 64]}
+    assert batching.merge_buckets({16: 1, 32: 1, 64: 1}, [1, 2, 4, 8], costs) == [[16], [32], [64]]
+
+
+def test_collate_with_costs_merges_buckets_and_keeps_every_row():
+    reqs = _requests([3, 20, 100, 110])
+    lens, batches = [16, 32, 64, 128], [1, 2, 4, 8]
+    c = batching.collate(reqs, lens, batches, _gpu_like_costs(batches, lens))
+    (g,) = c.groups
+    assert g.ids.shape == (4, 128)
+    assert sorted(g.rows) == [(0, 0), (1, 0), (2, 0), (3, 0)]
+    for k, (req, row) in enumerate(g.rows):
+        n = reqs[req][2][row]
+        np.testing.assert_array_equal(g.ids[k, :n], reqs[req][0][row, :n])
+        assert g.mask[k, :n].all() and not g.mask[k, n:].any()
+    assert c.real_tokens == 3 + 20 + 100 + 110
