@@ -24,6 +24,16 @@ def _truncate_requested(request) -> bool:
     return value not in (False, "false", "False", "0", 0)
 
 
+def _padded(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Token id rows -> (ids, attention mask), int64 [rows, longest], zero-padded on the right."""
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    width = int(lengths.max())
+    ids = np.zeros((len(rows), width), dtype=np.int64)
+    for k, row in enumerate(rows):
+        ids[k, : len(row)] = row
+    return ids, (np.arange(width) < lengths[:, None]).astype(np.int64)
+
+
 class TritonPythonModel:
     def initialize(self, args: dict) -> None:
         config = json.loads(args["model_config"])
@@ -66,12 +76,7 @@ class TritonPythonModel:
                 responses.append(pb_utils.InferenceResponse(error=to_triton_error(pb_utils, errors[i])))
                 continue
             encs = per_request[i]
-            width = max(len(e.ids) for e in encs)
-            ids = np.zeros((len(encs), width), dtype=np.int64)
-            mask = np.zeros((len(encs), width), dtype=np.int64)
-            for row, e in enumerate(encs):
-                ids[row, : len(e.ids)] = e.ids
-                mask[row, : len(e.ids)] = 1
+            ids, mask = _padded([e.ids for e in encs])  # each .ids builds a new list: read it once
             truncated = np.array([[bool(e.overflowing)] for e in encs])
             self.metrics.tokens.increment(int(mask.sum()))
             if truncated.any():
