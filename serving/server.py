@@ -63,8 +63,12 @@ def _bundled_backends(root: Path) -> Path:
 # The thread budget of the model processes, unless the environment sets its own. libgomp's workers spin for
 # a long while after each parallel region and take the cores that the tokenizer, Triton and the clients need
 # (on 2 busy cores `embed` went from 6 ms to 870 ms at concurrency 1); never spinning costs 8x per forward.
-# A short spin keeps both: see docs/PERFORMANCE.md. The tokenizer runs single-threaded beside the model.
-THREAD_ENV = {"GOMP_SPINCOUNT": "10000", "TOKENIZERS_PARALLELISM": "false"}
+# A short spin keeps both: see docs/PERFORMANCE.md. On a small CPU the tokenizer runs single-threaded beside
+# the model; with 8 cores or more (a GPU host: the model needs next to no CPU) it tokenizes a batch in parallel.
+THREAD_ENV = {
+    "GOMP_SPINCOUNT": "10000",
+    "TOKENIZERS_PARALLELISM": "true" if (os.cpu_count() or 1) >= 8 else "false",
+}
 
 
 def locate(cfg: ServeConfig) -> Server:
