@@ -45,6 +45,7 @@ class BenchConfig:
     seed: int = 0
     build_budget_s: float = 0.0  # stop building further variants once building and warm-up took this long (0: no limit)
     repository: Path | None = None  # load AOTInductor/int8 artifacts from an exported repository instead
+    int8_recipes: tuple[str, ...] = ()  # int8 recipes to time (empty: every recipe that runs on the device)
     output_dir: Path = Path("reports")
     quick: bool = False
 
@@ -132,6 +133,11 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
         default=Path(_env("REPOSITORY", "")) if _env("REPOSITORY", "") else None,
         help="an exported model repository: time its AOTInductor and int8 artifacts instead of compiling them",
     )
+    p.add_argument(
+        "--int8-recipes",
+        default=_env("INT8_RECIPES", ""),
+        help="comma-separated int8 recipes to time (default: every one that runs on the device)",
+    )
     p.add_argument("--output-dir", type=Path, default=Path(_env("OUTPUT_DIR", str(d.output_dir))))
     p.add_argument(
         "--quick",
@@ -156,8 +162,14 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
             seed=a.seed,
             build_budget_s=a.build_budget_s,
             repository=a.repository,
+            int8_recipes=str_list(a.int8_recipes),
             output_dir=a.output_dir,
         )
+        if cfg.int8_recipes:
+            from export.quantize import get_recipe
+
+            for name in cfg.int8_recipes:
+                get_recipe(name)
     except ValueError as e:
         p.error(str(e))
     return cfg.quickened() if a.quick else cfg

@@ -181,7 +181,8 @@ class Builder:
     def _int8_plans(self) -> Iterator[Plan]:
         from export import quantize
 
-        for recipe in quantize.RECIPES:
+        chosen = self.cfg.int8_recipes
+        for recipe in [quantize.get_recipe(n) for n in chosen] if chosen else quantize.RECIPES:
             if self.cuda and art.AOTI not in recipe.paths:
                 log.info("int8 recipe %s: CPU-only kernels, not timed on cuda", recipe.name)
                 continue
