@@ -64,10 +64,11 @@ def _bundled_backends(root: Path) -> Path:
 # a long while after each parallel region and take the cores that the tokenizer, Triton and the clients need
 # (on 2 busy cores `embed` went from 6 ms to 870 ms at concurrency 1); never spinning costs 8x per forward.
 # A short spin keeps both: see docs/PERFORMANCE.md. On a small CPU the tokenizer runs single-threaded beside
-# the model; with 8 cores or more (a GPU host: the model needs next to no CPU) it tokenizes a batch in parallel.
+# the model; with 8 usable cores or more (a GPU host: the model needs next to no CPU) it tokenizes a batch in
+# parallel. A container's CPU quota is not visible here: the Kubernetes manifests set both variables themselves.
 THREAD_ENV = {
     "GOMP_SPINCOUNT": "10000",
-    "TOKENIZERS_PARALLELISM": "true" if (os.cpu_count() or 1) >= 8 else "false",
+    "TOKENIZERS_PARALLELISM": "true" if len(os.sched_getaffinity(0)) >= 8 else "false",
 }
 
 
