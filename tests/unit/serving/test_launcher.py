@@ -74,3 +74,19 @@ def test_command_binds_loopback_and_enables_summaries(repo, backends):
     assert "--grpc-address=127.0.0.1" in cmd and "--http-address=127.0.0.1" in cmd and "--grpc-port=9001" in cmd
     assert "--metrics-config=summary_latencies=true" in cmd and "--load-model=bert" in cmd
     assert "--model-control-mode=explicit" in cmd
+
+
+@pytest.mark.parametrize(("target", "parallel"), [("cpu", "false"), ("cuda", "true"), (None, "false")])
+def test_the_tokenizer_runs_in_parallel_only_beside_a_cuda_bert(repo, monkeypatch, target, parallel):
+    from serving.server import locate
+
+    monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
+    index = json.loads((repo / "repository.json").read_text())
+    if target:
+        index["target"] = target
+    (repo / "repository.json").write_text(json.dumps(index))
+    cfg = parse_args(["--repository", str(repo), "--tritonserver", "/bin/true"])
+    assert locate(cfg).env["TOKENIZERS_PARALLELISM"] == parallel
+    assert locate(cfg).env["GOMP_SPINCOUNT"] == "10000"
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "maybe")  # the environment's own setting wins
+    assert locate(cfg).env["TOKENIZERS_PARALLELISM"] == "maybe"
