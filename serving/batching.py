@@ -59,15 +59,18 @@ def decode_text(raw: object) -> str:
 
 
 def validate(ids: np.ndarray, mask: np.ndarray, vocab_size: int, max_seq: int) -> np.ndarray:
-    """Check one request's [rows, seq] ids and mask; return each row's effective length (through its last 1)."""
+    """Check one request's [rows, seq] ids and mask; return each row's effective length (through its last 1).
+
+    Both are integer arrays (the model configs declare TYPE_INT64, which Triton enforces).
+    """
     if ids.ndim != 2 or mask.ndim != 2:
         raise RequestError("bad_shape", f"input_ids and attention_mask must be [batch, seq], got {ids.shape}")
     if ids.shape != mask.shape:
         raise RequestError(
             "bad_shape", f"attention_mask shape {list(mask.shape)} differs from input_ids shape {list(ids.shape)}"
         )
-    if ids.shape[1] == 0:
-        raise RequestError("bad_shape", "input_ids is empty: a sequence needs at least one token")
+    if ids.shape[0] == 0 or ids.shape[1] == 0:
+        raise RequestError("bad_shape", f"input_ids {list(ids.shape)} is empty: a request needs a row of tokens")
     if ids.shape[1] > max_seq:
         raise RequestError("too_long", f"sequence of {ids.shape[1]} tokens is longer than the max length {max_seq}")
     # Few whole-array passes: the stub runs this between idle waits, with cold caches, where every numpy call
@@ -87,7 +90,7 @@ def validate(ids: np.ndarray, mask: np.ndarray, vocab_size: int, max_seq: int) -
 
 @dataclass
 class Group:
-    """One forward pass: rows of one length bucket, padded to [batch_bucket, length_bucket]."""
+    """One forward pass: rows of one or more adjacent length buckets, padded to [batch bucket, the longest one]."""
 
     ids: np.ndarray
     mask: np.ndarray
@@ -115,14 +118,17 @@ def merge_buckets(rows: dict[int, int], batch_bucket_list: list[int], costs: Cos
 
     ``rows``: rows per length bucket. A run pads its rows to its longest bucket and their count to a batch
     bucket. On a GPU a pass has a fixed floor (a 1x128 pass costs about a quarter of a 32x128 one), so a few
-    short rows are cheaper padded into the long rows' pass than in a pass of their own.
+    short rows are cheaper padded into the long rows' pass than in a pass of their own. On a tie the shorter run
+    wins (less padding).
     """
     lens = sorted(rows)
     best: list[tuple[float, list[list[int]]]] = [(0.0, [])]  # best[j]: the first j buckets
     for j in range(1, len(lens) + 1):
         options = []
-        for i in range(j):
+        for i in reversed(range(j)):  # the run lens[i:j], shortest first
             count = sum(rows[s] for s in lens[i:j])
+            if count > batch_bucket_list[-1]:
+                break  # longer runs only hold more rows
             cost = costs[(bucket_for(count, batch_bucket_list), lens[j - 1])]
             options.append((best[i][0] + cost, [*best[i][1], lens[i:j]]))
         best.append(min(options, key=lambda o: o[0]))

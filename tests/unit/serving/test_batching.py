@@ -34,6 +34,8 @@ def test_validate_returns_effective_lengths():
         (np.ones((1, 3)), np.zeros((1, 3)), "bad_attention_mask", "row 0 selects no token"),
         (np.ones((1, 3)), np.ones((1, 4)), "bad_shape", "differs from input_ids"),
         (np.ones((1, 0)), np.ones((1, 0)), "bad_shape", "empty"),
+        (np.ones((0, 3)), np.ones((0, 3)), "bad_shape", "empty"),
+        (np.ones((1, 3)), np.array([[1, -1, 1]]), "bad_attention_mask", "0 or 1"),
         (np.ones(3), np.ones(3), "bad_shape", r"\[batch, seq\]"),
         (np.ones((1, 300)), np.ones((1, 300)), "too_long", "300 tokens is longer than the max length 256"),
     ],
@@ -116,6 +118,11 @@ def test_merge_buckets_pads_a_few_short_rows_into_the_long_pass_when_a_pass_of_t
     assert batching.merge_buckets({16: 2, 128: 6}, [1, 2, 4, 8, 16, 32], costs) == [[16, 128]]
     # Apart: 16x16 (0.756) + 8x128 (1.524); together 24 rows padded to 32x128 (4.596).
     assert batching.merge_buckets({16: 16, 128: 8}, [1, 2, 4, 8, 16, 32], costs) == [[16], [128]]
+
+
+def test_merge_buckets_never_plans_a_pass_beyond_the_largest_batch_bucket():
+    costs = _gpu_like_costs([1, 2, 4, 8], [16, 128])
+    assert batching.merge_buckets({16: 2, 128: 7}, [1, 2, 4, 8], costs) == [[16], [128]]
 
 
 def test_merge_buckets_without_a_fixed_cost_keeps_every_bucket_apart():
