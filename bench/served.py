@@ -74,7 +74,7 @@ def run_case(name: str, server: processes.ServerProcess, args: argparse.Namespac
 
     def pa(conc: int) -> dict[str, Any]:
         out = work / f"{name}-pa-c{conc}.csv"
-        before = split.scrape(server.metrics_url)
+        before = _scrape(server)
         try:
             r = run_perf_analyzer(
                 binary, libdir, url, case.model, conc, data, out, args.window_ms, 50.0, max_trials=4, batch=batch
@@ -83,7 +83,8 @@ def run_case(name: str, server: processes.ServerProcess, args: argparse.Namespac
             log.error("%s perf_analyzer c=%d: %s", name, conc, e)
             return {"concurrency": conc, "error": str(e)}
         # perf_analyzer's trials all fall between the scrapes, so these are means over every trial, not the last.
-        models = split.model_split(before, split.scrape(server.metrics_url))
+        after = _scrape(server)
+        models = split.model_split(before, after) if before is not None and after is not None else {}
         log.info("%s perf_analyzer c=%d: %s; per model: %s", name, conc, r, models)
         return {"concurrency": conc, **r, "models": models}
 
@@ -102,6 +103,15 @@ def run_case(name: str, server: processes.ServerProcess, args: argparse.Namespac
         "sweep": sweep,
         "best_inside_budget": max(inside, key=lambda r: r["throughput"]) if inside else None,
     }
+
+
+def _scrape(server: processes.ServerProcess) -> split.Samples | None:
+    """The metrics port's samples, or None (logged) when it does not answer: the step is measured without them."""
+    try:
+        return split.scrape(server.metrics_url)
+    except OSError as e:
+        log.error("metrics port %s: %s", server.metrics_url, e)
+        return None
 
 
 def _row(step: dict[str, Any]) -> str:

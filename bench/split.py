@@ -4,8 +4,8 @@ perf_analyzer's CSV splits its mean latency into client send, network + the serv
 queue / compute input / compute infer / compute output of the model it calls. Triton's metrics port gives the
 same server split for every model (the ensemble's steps too), and our models time their own ``execute()``
 (``bertserve_request_duration_seconds``) and its stages. Scraped before and after one perf_analyzer step, the
-differences give per-request means (summaries' and histograms' sum / count), so that a model's compute infer minus its execute time is what the Python
-backend's round trip to the stub costs.
+differences give per-request means (summaries' and histograms' sum / count), so that a model's compute infer
+minus its execute time is what the Python backend's round trip to the stub costs.
 """
 
 from __future__ import annotations
@@ -85,7 +85,8 @@ def describe(step: dict[str, Any]) -> list[str]:
     """Markdown lines for one perf_analyzer step (its CSV split and the per-model split)."""
     pa = step.get("split_us", {})
     lines = [f"Where the time goes at concurrency {step['concurrency']} (means, µs):", ""]
-    lines.append("- perf_analyzer: " + ", ".join(f"{k} {v:.0f}" for k, v in pa.items()))
+    if pa:
+        lines.append("- perf_analyzer: " + ", ".join(f"{k} {v:.0f}" for k, v in pa.items()))
     for model, e in step.get("models", {}).items():
         t = e["triton_us"]
         line = f"- {model}: Triton " + ", ".join(f"{k} {v:.0f}" for k, v in t.items())
