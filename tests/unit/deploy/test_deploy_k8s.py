@@ -52,14 +52,18 @@ def test_pods_drain_probe_and_run_locked_down(built):
     assert shm["medium"] == "Memory" and shm["sizeLimit"]
 
 
-def test_gpu_overlay_requests_a_gpu(built):
+def test_gpu_overlay_requests_a_gpu_and_a_parallel_tokenizer(built):
     pod = built["Deployment"]["spec"]["template"]["spec"]
     limits = pod["containers"][0]["resources"]["limits"]
     export_args = pod["initContainers"][0]["args"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["GOMP_SPINCOUNT"] == "10000"  # the base's thread budget survives the overlay's env patch
     if "cuda" in export_args:
         assert limits["nvidia.com/gpu"] == "1"
+        assert env["TOKENIZERS_PARALLELISM"] == "true"
     else:
         assert "nvidia.com/gpu" not in limits
+        assert env["TOKENIZERS_PARALLELISM"] == "false"
 
 
 def test_grpc_service_is_headless_for_client_side_balancing(built):
