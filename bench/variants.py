@@ -183,7 +183,7 @@ class Builder:
 
         chosen = self.cfg.int8_recipes
         for recipe in [quantize.get_recipe(n) for n in chosen] if chosen else quantize.RECIPES:
-            if self.cuda and art.AOTI not in recipe.paths:
+            if self.cuda and (art.AOTI not in recipe.paths or "cuda" not in recipe.devices):
                 log.info("int8 recipe %s: CPU-only kernels, not timed on cuda", recipe.name)
                 continue
             kind = art.AOTI if art.AOTI in recipe.paths else art.TORCHSCRIPT

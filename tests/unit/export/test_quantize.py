@@ -104,10 +104,26 @@ def test_get_recipe() -> None:
         quantize.get_recipe("no_such_recipe")
 
 
-def test_recipe_paths_are_known() -> None:
+def test_recipe_paths_and_devices_are_known() -> None:
     known = {quantize.EXPORTED_PROGRAM, quantize.AOTI, quantize.TORCHSCRIPT, quantize.ONNX}
     for recipe in quantize.RECIPES:
         assert recipe.paths and recipe.paths <= known
+        assert recipe.devices and recipe.devices <= {"cpu", "cuda"}
+
+
+def test_pt2e_recipe_compiles_to_onednn_int8_and_matches_its_eager_graph(encoder, calibration, tmp_path) -> None:
+    from export import artifacts as art
+
+    quantized = quantize.get_recipe("pt2e_x86_int8_smoothquant").apply(encoder, calibration).eval()
+    package = tmp_path / "int8.aoti.pt2"
+    art.compile_aoti(art.export_program(quantized, "cpu", 4, 32), package)
+    compiled = art.load_module(quantize.AOTI, package, "cpu")
+    inputs = _batch(7, 3, 24)
+    with torch.inference_mode():
+        eager, aoti, ref = quantized(*inputs), compiled(*inputs), encoder(*inputs)
+    assert F.cosine_similarity(eager, aoti).min().item() > 0.999
+    assert F.cosine_similarity(ref, aoti).min().item() > 0.9
+    assert "qlinear" in package.read_bytes().decode("latin-1")  # oneDNN's int8 Linear, not torchao's _int_mm
 
 
 def test_smoothing_leaves_the_fp32_function_unchanged(encoder, calibration) -> None:
