@@ -245,11 +245,11 @@ def _torchao_int8_smoothquant(model: nn.Module, calibration: Calibration) -> nn.
 
 def _pt2e_x86_smoothquant(model: nn.Module, calibration: Calibration) -> nn.Module:
     """The smoothquant rewrite, then PT2E's x86 Inductor quantizer: dynamic per-tensor int8 activations,
-    per-channel weights, which Inductor lowers (with freezing) to oneDNN int8 Linears with the dequantize /
-    GELU / requantize around them fused; torchao's ``_int_mm`` path leaves those as separate passes over memory.
-    Per-tensor activations are coarser than torchao's per-token ones: with every Linear int8 the gate set's min
-    cosine is 0.985; leaving one group fp32 at a time, only the value projections lift it past 0.99 (0.991), so
-    they stay fp32."""
+    per-channel weights, which Inductor lowers (with freezing) to oneDNN int8 Linears (``qlinear_pointwise``)
+    with their epilogues fused; torchao's ``_int_mm`` path leaves dequantize / GELU / requantize as separate
+    passes over memory. Per-tensor activations are coarser than torchao's per-token ones: with every Linear int8
+    the gate set's min cosine is 0.985; leaving one group fp32 at a time, the value projections are the cheapest
+    group that lifts it past 0.99 (0.991; the six intermediates, 4x their work, 0.993), so they stay fp32."""
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
     from torchao.quantization.pt2e.quantizer import x86_inductor_quantizer as x86
 
