@@ -70,10 +70,9 @@ def thread_env(target: str) -> dict[str, str]:
     return {"GOMP_SPINCOUNT": "10000", "TOKENIZERS_PARALLELISM": "true" if target == "cuda" else "false"}
 
 
-def locate(cfg: ServeConfig) -> Server:
-    index = cfg.repository / REPOSITORY_INDEX  # a missing one is reported by select_models
-    target = json.loads(index.read_text()).get("target", "cpu") if index.is_file() else "cpu"
-    env = {**thread_env(target), **os.environ}
+def locate(cfg: ServeConfig, index: dict) -> Server:
+    """The tritonserver binary, its backends and the environment it runs in, for the repository of ``index``."""
+    env = {**thread_env(index.get("target", "cpu")), **os.environ}
     explicit = cfg.tritonserver or shutil.which("tritonserver")
     if explicit:
         binary = Path(explicit)
@@ -87,15 +86,19 @@ def locate(cfg: ServeConfig) -> Server:
     return Server(root / "bin" / "tritonserver", _bundled_backends(root), env)
 
 
-def select_models(repo: Path, backend_dir: Path) -> list[str]:
-    """Models to load: backend present and every file verified; ensembles listed even when a step failed, so
-    that the server reports not ready rather than serving half a pipeline."""
+def read_index(repo: Path) -> dict:
+    """The repository's index (repository.json), which export writes last."""
     index_path = repo / REPOSITORY_INDEX
     if not repo.is_dir():
         raise LaunchError(f"model repository {repo} does not exist: run `make export` first")
     if not index_path.is_file():
         raise LaunchError(f"{repo} was not exported ({REPOSITORY_INDEX} missing): run `make export` first")
-    index = json.loads(index_path.read_text())
+    return json.loads(index_path.read_text())
+
+
+def select_models(repo: Path, index: dict, backend_dir: Path) -> list[str]:
+    """Models to load: backend present and every file verified; ensembles listed even when a step failed, so
+    that the server reports not ready rather than serving half a pipeline."""
     load = []
     for name, spec in index["models"].items():
         backend = spec["backend"]
@@ -115,9 +118,8 @@ def select_models(repo: Path, backend_dir: Path) -> list[str]:
     return load
 
 
-def _roles(repo: Path, models: list[str]) -> tuple[list[str], list[str]]:
+def _roles(index: dict, models: list[str]) -> tuple[list[str], list[str]]:
     """Of the models to load: those the Python backend runs (the stub watchdog's), and the ensembles (drained first)."""
-    index = json.loads((repo / REPOSITORY_INDEX).read_text())
     python = [m for m in models if index["models"][m]["backend"] == "python"]
     return python, [m for m in index.get("ensemble_requires", {}) if m in models]
 
@@ -238,8 +240,9 @@ def serve(cfg: ServeConfig) -> int:
     """Run tritonserver in the foreground; SIGINT/SIGTERM are passed on so that it drains and exits."""
     log.info("serve config: %s (admin key %s)", cfg, "configured" if cfg.admin_key else "random, APIs closed")
     _warn_exposure(cfg)
-    server = locate(cfg)
-    models = select_models(cfg.repository, server.backend_dir)
+    index = read_index(cfg.repository)
+    server = locate(cfg, index)
+    models = select_models(cfg.repository, index, server.backend_dir)
     if not models:
         raise LaunchError(f"no model of {cfg.repository} can be loaded")
     key = cfg.admin_key or secrets.token_urlsafe(32)
@@ -247,7 +250,7 @@ def serve(cfg: ServeConfig) -> int:
     log.info("starting %s with models %s", server.binary, ", ".join(models))
     proc = subprocess.Popen(cmd, env=server.env)
     admin = Admin(cfg, key)
-    python_models, ensembles = _roles(cfg.repository, models)
+    python_models, ensembles = _roles(index, models)
     watchdog = StubWatchdog(admin, proc, python_models)
     watchdog.start()
     stopping = threading.Event()

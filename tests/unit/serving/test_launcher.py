@@ -9,7 +9,7 @@ import pytest
 
 from export.repository import file_hashes
 from serving.config import parse_args
-from serving.server import LaunchError, command, select_models
+from serving.server import LaunchError, command, read_index, select_models
 
 
 def _model(repo: Path, name: str, files: dict[str, bytes]) -> None:
@@ -42,28 +42,28 @@ def backends(tmp_path: Path) -> Path:
 
 
 def test_loads_models_whose_backend_exists(repo, backends, caplog):
-    assert select_models(repo, backends) == ["tokenizer", "bert", "bert_fp32", "embed"]
+    assert select_models(repo, read_index(repo), backends) == ["tokenizer", "bert", "bert_fp32", "embed"]
     assert "not loading bert_torchscript: this server has no 'pytorch' backend" in caplog.text
 
 
 def test_tampered_file_keeps_its_model_out_and_says_which(repo, backends, caplog):
     (repo / "bert" / "1" / "model.aoti.pt2").write_bytes(b"weightz")
-    assert select_models(repo, backends) == ["tokenizer", "bert_fp32", "embed"]
+    assert select_models(repo, read_index(repo), backends) == ["tokenizer", "bert_fp32", "embed"]
     assert "not loading bert:" in caplog.text and "model.aoti.pt2" in caplog.text
     assert "embed needs ['bert']" in caplog.text
 
 
 def test_missing_file_is_named(repo, backends, caplog):
     (repo / "tokenizer" / "1" / "model.py").unlink()
-    assert "tokenizer" not in select_models(repo, backends)
+    assert "tokenizer" not in select_models(repo, read_index(repo), backends)
     assert "model.py is missing" in caplog.text
 
 
-def test_refuses_a_missing_or_unexported_repository(tmp_path, backends):
+def test_refuses_a_missing_or_unexported_repository(tmp_path):
     with pytest.raises(LaunchError, match="does not exist"):
-        select_models(tmp_path / "nope", backends)
+        read_index(tmp_path / "nope")
     with pytest.raises(LaunchError, match="was not exported"):
-        select_models(tmp_path, backends)
+        read_index(tmp_path)
 
 
 def test_command_binds_loopback_and_enables_summaries(repo, backends):
@@ -86,7 +86,7 @@ def test_the_tokenizer_runs_in_parallel_only_beside_a_cuda_bert(repo, monkeypatc
         index["target"] = target
     (repo / "repository.json").write_text(json.dumps(index))
     cfg = parse_args(["--repository", str(repo), "--tritonserver", "/bin/true"])
-    assert locate(cfg).env["TOKENIZERS_PARALLELISM"] == parallel
-    assert locate(cfg).env["GOMP_SPINCOUNT"] == "10000"
+    assert locate(cfg, read_index(repo)).env["TOKENIZERS_PARALLELISM"] == parallel
+    assert locate(cfg, read_index(repo)).env["GOMP_SPINCOUNT"] == "10000"
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "maybe")  # the environment's own setting wins
-    assert locate(cfg).env["TOKENIZERS_PARALLELISM"] == "maybe"
+    assert locate(cfg, read_index(repo)).env["TOKENIZERS_PARALLELISM"] == "maybe"
