@@ -183,8 +183,8 @@ class Builder:
 
         chosen = self.cfg.int8_recipes
         for recipe in [quantize.get_recipe(n) for n in chosen] if chosen else quantize.RECIPES:
-            if self.cuda and (art.AOTI not in recipe.paths or "cuda" not in recipe.devices):
-                log.info("int8 recipe %s: CPU-only kernels, not timed on cuda", recipe.name)
+            if self.device not in recipe.devices:
+                log.info("int8 recipe %s: its kernels do not run on %s, not timed", recipe.name, self.device)
                 continue
             kind = art.AOTI if art.AOTI in recipe.paths else art.TORCHSCRIPT
             name = f"int8 {recipe.name} ({kind})"

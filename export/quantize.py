@@ -330,6 +330,7 @@ _SMOOTHQUANT, _TORCHAO_OUTLIERS, _DYNAMIC_OUTLIERS = (
             "largest input channels of each Linear (from calibration) stay fp32"
         ),
         build=_dynamic_perchannel_fp32_outliers,
+        devices=frozenset({"cpu"}),  # the qengine's int8 kernels are CPU-only
     ),
 )
 
