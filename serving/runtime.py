@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,17 @@ from export.artifacts import load_module
 from serving.manifest import verify
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Graph:
+    """One captured (batch, length) bucket: the graph and the pinned host buffers its copies read and write."""
+
+    graph: Any  # torch.cuda.CUDAGraph
+    host_ids: np.ndarray  # [B, S] int64
+    host_mask: np.ndarray  # [B, S] int64
+    host_out: np.ndarray  # [B, H] float32
+    tensors: tuple[torch.Tensor, ...]  # keep the buffers (pinned host, device inputs) alive with the graph
 
 
 class Runtime:
@@ -29,7 +41,7 @@ class Runtime:
         self.device = device
         self.use_graphs = device.startswith("cuda")
         self.module = load_module(self.kind, model_dir / rel, device, cuda_graphs=self.use_graphs)
-        self.graphs: dict[tuple[int, int], tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+        self.graphs: dict[tuple[int, int], _Graph] = {}
         log.info("loaded %s artifact %s on %s", self.kind, rel, device)
 
     def __call__(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -39,30 +51,39 @@ class Runtime:
             return self.module(torch.from_numpy(ids), torch.from_numpy(mask)).float().numpy()
 
     def _replay(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        """Replay the CUDA graph of this (batch, length) bucket, captured in the calling thread on first use."""
+        """Replay the CUDA graph of this (batch, length) bucket, captured in the calling thread on first use.
+
+        The graph holds the copies too: pinned host input -> device, the model, fp32 cast, device -> pinned host
+        output. A call is two host memcpys, one graph launch and one synchronize.
+        """
         key = ids.shape
         if key not in self.graphs:
             self.graphs[key] = self._capture(key)
-        graph, static_ids, static_mask, out = self.graphs[key]
-        static_ids.copy_(torch.from_numpy(ids), non_blocking=True)
-        static_mask.copy_(torch.from_numpy(mask), non_blocking=True)
-        graph.replay()
-        return out.float().cpu().numpy()
+        bucket = self.graphs[key]
+        np.copyto(bucket.host_ids, ids)
+        np.copyto(bucket.host_mask, mask)
+        bucket.graph.replay()
+        torch.cuda.current_stream().synchronize()
+        return bucket.host_out.copy()  # the buffer is the next replay's
 
-    def _capture(self, shape: tuple[int, int]) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
-        static_ids = torch.ones(shape, dtype=torch.int64, device=self.device)
-        static_mask = torch.ones(shape, dtype=torch.int64, device=self.device)
+    def _capture(self, shape: tuple[int, int]) -> _Graph:
+        host_ids, host_mask = (torch.ones(shape, dtype=torch.int64).pin_memory() for _ in range(2))
+        ids, mask = (torch.ones(shape, dtype=torch.int64, device=self.device) for _ in range(2))
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.inference_mode(), torch.cuda.stream(stream):
             for _ in range(2):
-                self.module(static_ids, static_mask)
+                out = self.module(ids, mask)
         torch.cuda.current_stream().wait_stream(stream)
+        host_out = torch.empty(out.shape, dtype=torch.float32).pin_memory()
         graph = torch.cuda.CUDAGraph()
         with torch.inference_mode(), torch.cuda.graph(graph):
-            out = self.module(static_ids, static_mask)
+            ids.copy_(host_ids, non_blocking=True)
+            mask.copy_(host_mask, non_blocking=True)
+            host_out.copy_(self.module(ids, mask).float(), non_blocking=True)
         log.info("captured a CUDA graph for bucket %s", shape)
-        return graph, static_ids, static_mask, out
+        tensors = (host_ids, host_mask, ids, mask, host_out)
+        return _Graph(graph, host_ids.numpy(), host_mask.numpy(), host_out.numpy(), tensors)
 
     def warm(self, shapes: list[tuple[int, int]], timed_calls: int = 5) -> dict[tuple[int, int], float]:
         """Run every shape once (capturing its graph), then time ``timed_calls`` more: median seconds per shape."""

@@ -21,7 +21,9 @@ def test_runtime_replays_cuda_graphs_over_aoti(tmp_path: Path) -> None:
     from serving.runtime import Runtime
 
     torch.manual_seed(0)
-    encoder = Encoder(BertModel(BertConfig(**TINY), add_pooling_layer=False)).cuda().eval()
+    # fp16, as a CUDA repository is served (fp32 on CUDA does not export with a dynamic length: torch 2.11's
+    # memory-efficient attention guards the length's alignment to 8)
+    encoder = Encoder(BertModel(BertConfig(**TINY), add_pooling_layer=False)).cuda().half().eval()
     package = tmp_path / "model.aoti.pt2"
     art.compile_aoti(art.export_program(encoder, "cuda", 8, 32), package)
     runtime = Runtime(tmp_path, _manifest_for(package), "cuda")
@@ -31,9 +33,12 @@ def test_runtime_replays_cuda_graphs_over_aoti(tmp_path: Path) -> None:
         expected = encoder(ids.cuda(), mask.cuda()).float().cpu().numpy()
     for _ in range(3):  # capture on the first call, replay after
         got = runtime(ids.numpy(), mask.numpy())
-        np.testing.assert_allclose(got, expected, atol=1e-4)
+        np.testing.assert_allclose(got, expected, atol=2e-3)
     assert len(runtime.graphs) == 1
     costs = runtime.warm([(1, 16), (4, 32), (8, 32)])  # what the bert model does before it reports ready
     assert sorted(runtime.graphs) == [(1, 16), (4, 32), (8, 32)]
     assert sorted(costs) == [(1, 16), (4, 32), (8, 32)] and all(0 < c < 1 for c in costs.values())
-    np.testing.assert_allclose(runtime(ids.numpy(), mask.numpy()), expected, atol=1e-4)
+    np.testing.assert_allclose(runtime(ids.numpy(), mask.numpy()), expected, atol=2e-3)
+    other = runtime(torch.randint(2000, 3000, (4, 32)).numpy(), mask.numpy())  # the same bucket again
+    np.testing.assert_allclose(got, expected, atol=2e-3)  # an answer handed out is not the next replay's buffer
+    assert not np.allclose(other, got, atol=2e-3)
