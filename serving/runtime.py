@@ -19,14 +19,14 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class _Graph:
-    """One captured (batch, length) bucket: the graph and the pinned host buffers its copies read and write."""
+class _Bucket:
+    """One captured (batch, length) bucket: its graph and the pinned host buffers the graph's copies use."""
 
-    graph: Any  # torch.cuda.CUDAGraph
-    host_ids: np.ndarray  # [B, S] int64
-    host_mask: np.ndarray  # [B, S] int64
-    host_out: np.ndarray  # [B, H] float32
-    tensors: tuple[torch.Tensor, ...]  # keep the buffers (pinned host, device inputs) alive with the graph
+    graph: torch.cuda.CUDAGraph
+    host_ids: np.ndarray  # [B, S] int64, pinned
+    host_mask: np.ndarray  # [B, S] int64, pinned
+    host_out: np.ndarray  # [B, H] float32, pinned
+    inputs: tuple[torch.Tensor, torch.Tensor]  # the graph's static device inputs, alive as long as it is
 
 
 class Runtime:
@@ -41,7 +41,7 @@ class Runtime:
         self.device = device
         self.use_graphs = device.startswith("cuda")
         self.module = load_module(self.kind, model_dir / rel, device, cuda_graphs=self.use_graphs)
-        self.graphs: dict[tuple[int, int], _Graph] = {}
+        self.graphs: dict[tuple[int, int], _Bucket] = {}
         log.info("loaded %s artifact %s on %s", self.kind, rel, device)
 
     def __call__(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -53,8 +53,9 @@ class Runtime:
     def _replay(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Replay the CUDA graph of this (batch, length) bucket, captured in the calling thread on first use.
 
-        The graph holds the copies too: pinned host input -> device, the model, fp32 cast, device -> pinned host
-        output. A call is two host memcpys, one graph launch and one synchronize.
+        The graph holds the copies too: pinned host inputs -> device, the model, the fp32 cast, device -> pinned
+        host output. A call is two host memcpys, one graph launch and one synchronize. One caller thread per
+        Runtime (see ``load_module``): the pinned buffers are the bucket's, not the call's.
         """
         key = ids.shape
         if key not in self.graphs:
@@ -63,27 +64,32 @@ class Runtime:
         np.copyto(bucket.host_ids, ids)
         np.copyto(bucket.host_mask, mask)
         bucket.graph.replay()
+        # Before the host touches the buffers again (the next call's inputs, this call's output): the caching host
+        # allocator does not track the replays' use of them.
         torch.cuda.current_stream().synchronize()
         return bucket.host_out.copy()  # the buffer is the next replay's
 
-    def _capture(self, shape: tuple[int, int]) -> _Graph:
-        host_ids, host_mask = (torch.ones(shape, dtype=torch.int64).pin_memory() for _ in range(2))
-        ids, mask = (torch.ones(shape, dtype=torch.int64, device=self.device) for _ in range(2))
+    def _capture(self, shape: tuple[int, int]) -> _Bucket:
+        # Same dtype and contiguous on both sides, so each copy_ is one captured memcpy: a conversion would go
+        # through a temporary that lives only at capture time.
+        host_ids = torch.empty(shape, dtype=torch.int64, pin_memory=True)
+        host_mask = torch.empty(shape, dtype=torch.int64, pin_memory=True)
+        ids = torch.ones(shape, dtype=torch.int64, device=self.device)
+        mask = torch.ones(shape, dtype=torch.int64, device=self.device)
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.inference_mode(), torch.cuda.stream(stream):
             for _ in range(2):
                 out = self.module(ids, mask)
         torch.cuda.current_stream().wait_stream(stream)
-        host_out = torch.empty(out.shape, dtype=torch.float32).pin_memory()
+        host_out = torch.empty(out.shape, dtype=torch.float32, pin_memory=True)
         graph = torch.cuda.CUDAGraph()
         with torch.inference_mode(), torch.cuda.graph(graph):
             ids.copy_(host_ids, non_blocking=True)
             mask.copy_(host_mask, non_blocking=True)
             host_out.copy_(self.module(ids, mask).float(), non_blocking=True)
         log.info("captured a CUDA graph for bucket %s", shape)
-        tensors = (host_ids, host_mask, ids, mask, host_out)
-        return _Graph(graph, host_ids.numpy(), host_mask.numpy(), host_out.numpy(), tensors)
+        return _Bucket(graph, host_ids.numpy(), host_mask.numpy(), host_out.numpy(), (ids, mask))
 
     def warm(self, shapes: list[tuple[int, int]], timed_calls: int = 5) -> dict[tuple[int, int], float]:
         """Run every shape once (capturing its graph), then time ``timed_calls`` more: median seconds per shape."""
