@@ -27,6 +27,7 @@ class ExportConfig:
     max_queue_delay_us: int = 500
     max_queue_size: int | None = None  # None: two full batches
     queue_timeout_us: int = 1_000_000  # longest wait in a model's queue before REJECT (UNAVAILABLE)
+    shedding: bool = True  # False: no queue policy at all (unbounded queues; see model_configs.QueuePolicy)
     skip: frozenset[str] = field(default_factory=frozenset)  # artifact paths not to build (e.g. {"onnx"})
     execution_env: Path | None = None  # the Python environment the backend stubs run in; None: this one
 
@@ -120,6 +121,13 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
         help="longest wait in a model's queue before REJECT; clients may ask for less",
     )
     p.add_argument(
+        "--no-shedding",
+        dest="shedding",
+        action="store_false",
+        help="no queue policy (no REJECT, unbounded queues): with one instance a model then never waits the "
+        "batcher's 500 ms poll (see docs/PERFORMANCE.md)",
+    )
+    p.add_argument(
         "--skip",
         default=_env("SKIP", ""),
         help="comma-separated artifact paths not to build: onnx,torchscript",
@@ -147,6 +155,7 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
         max_queue_delay_us=a.max_queue_delay_us,
         max_queue_size=int(a.max_queue_size) if a.max_queue_size is not None else None,
         queue_timeout_us=a.queue_timeout_us,
+        shedding=a.shedding,
         skip=frozenset(s.strip() for s in a.skip.split(",") if s.strip()),
         execution_env=a.execution_env,
     )

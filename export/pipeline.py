@@ -218,7 +218,9 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
         max_queue_delay_us=cfg.max_queue_delay_us,
         execution_env=str(cfg.execution_env or sys.prefix),
         warmup_seq=int(warm["input_ids"].shape[1]),
-        queue=model_configs.QueuePolicy(cfg.max_queue_size or 2 * cfg.max_batch, cfg.queue_timeout_us),
+        queue=model_configs.QueuePolicy(cfg.max_queue_size or 2 * cfg.max_batch, cfg.queue_timeout_us)
+        if cfg.shedding
+        else None,
     )
     report = {
         "dynamo": dynamo,
