@@ -23,6 +23,7 @@ from torch import nn
 from bench.config import BenchConfig
 from bench.inputs import Model, calibration
 from export import artifacts as art
+from export import fusion
 
 log = logging.getLogger(__name__)
 
@@ -151,28 +152,40 @@ class Builder:
             yield Plan(name, _timed(build))
 
     # AOTInductor --------------------------------------------------------------------------------------
-    def _aoti_package(self, module: nn.Module, tag: str) -> Path:
+    def _aoti_package(self, module: Callable[[], nn.Module], tag: str) -> Path:
         path = self.workdir / f"{tag}.aoti.pt2"
         if not path.exists():
-            ep = art.export_program(module, self.device, max(2, self.cfg.max_batch), max(16, self.cfg.max_seq))
+            ep = art.export_program(module(), self.device, max(2, self.cfg.max_batch), max(16, self.cfg.max_seq))
             art.compile_aoti(ep, path)
         return path
 
     def _aoti_plans(self) -> Iterator[Plan]:
+        if not self.cuda:
+            yield from self._aoti_module_plans("fp32", "fp32", lambda: self.reference)
+            return
+        yield from self._aoti_module_plans("fp16", "fp16", lambda: self.half)
+        yield from self._aoti_module_plans("fp16 GELU epilogue", "fp16-gelu", self._half_gelu_epilogue)
+
+    def _half_gelu_epilogue(self) -> nn.Module:
+        module = copy.deepcopy(self.half)
+        fusion.fuse_gelu_epilogues(module)
+        return module
+
+    def _aoti_module_plans(self, label: str, tag: str, module: Callable[[], nn.Module]) -> Iterator[Plan]:
+        """The AOTInductor package of ``module()`` called directly, and on CUDA behind the serving Runtime."""
         precision = "fp16" if self.cuda else "fp32"
-        name = f"aoti {precision}"
+        name = f"aoti {label}"
 
         def build() -> Variant:
-            module = self.half if self.cuda else self.reference
-            path = self._aoti_package(module, precision)
+            path = self._aoti_package(module, tag)
             return _torch_variant(name, precision, art.load_module(art.AOTI, path, self.device), self.device)
 
         yield Plan(name, _timed(build))
         if self.cuda:
-            name_rt = f"aoti {precision} + CUDA graphs (serving Runtime)"
+            name_rt = f"aoti {label} + CUDA graphs (serving Runtime)"
 
             def build_runtime() -> Variant:
-                path = self._aoti_package(self.half, precision)
+                path = self._aoti_package(module, tag)
                 return _runtime_variant(name_rt, precision, path.parent, _manifest_for(path), self.device)
 
             yield Plan(name_rt, _timed(build_runtime))
@@ -198,7 +211,7 @@ class Builder:
         # .to(device): the outlier split builds its int8 Linear on the CPU whatever the source module's device.
         module = recipe.apply(self.half if self.cuda else self.reference, calib).eval().to(self.device)
         if kind == art.AOTI:
-            path = self._aoti_package(module, f"int8-{recipe.name}")
+            path = self._aoti_package(lambda: module, f"int8-{recipe.name}")
         else:
             path = self.workdir / f"int8-{recipe.name}.ts"
             art.trace_torchscript(module, self.device, path)

@@ -28,6 +28,7 @@ class ExportConfig:
     max_queue_size: int | None = None  # None: two full batches
     queue_timeout_us: int = 1_000_000  # longest wait in a model's queue before REJECT (UNAVAILABLE)
     shedding: bool = True  # False: no queue policy at all (unbounded queues; see model_configs.QueuePolicy)
+    gelu_epilogue: bool = True  # fp16 (CUDA): the FFN GELU inside its GEMM (export.fusion)
     skip: frozenset[str] = field(default_factory=frozenset)  # artifact paths not to build (e.g. {"onnx"})
     execution_env: Path | None = None  # the Python environment the backend stubs run in; None: this one
 
@@ -128,6 +129,13 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
         "batcher's 500 ms poll (see docs/PERFORMANCE.md)",
     )
     p.add_argument(
+        "--no-gelu-epilogue",
+        dest="gelu_epilogue",
+        action="store_false",
+        help="fp16: keep the FFN's exact GELU as a kernel of its own instead of cuBLASLt's GEMM epilogue "
+        "(tanh GELU; see export/fusion.py)",
+    )
+    p.add_argument(
         "--skip",
         default=_env("SKIP", ""),
         help="comma-separated artifact paths not to build: onnx,torchscript",
@@ -156,6 +164,7 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
         max_queue_size=int(a.max_queue_size) if a.max_queue_size is not None else None,
         queue_timeout_us=a.queue_timeout_us,
         shedding=a.shedding,
+        gelu_epilogue=a.gelu_epilogue,
         skip=frozenset(s.strip() for s in a.skip.split(",") if s.strip()),
         execution_env=a.execution_env,
     )

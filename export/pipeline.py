@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from export import artifacts as art
-from export import checkpoint, model_configs
+from export import checkpoint, fusion, model_configs
 from export.config import ExportConfig
 from export.encoder import Encoder
 from export.errors import AccuracyGateError, ExportError
@@ -39,6 +39,7 @@ class Variant:
     module: nn.Module
     paths: frozenset[str]
     recipe: str | None = None
+    rewrites: tuple[str, ...] = ()  # graph rewrites applied before export (export.fusion)
     built: dict[str, dict[str, Any]] = field(default_factory=dict)
     eager_accuracy: Accuracy | None = None
     runtime: str = ""
@@ -160,7 +161,11 @@ def _variants(cfg: ExportConfig, encoder: nn.Module, verifier: Verifier, ckpt, m
         if p == "fp32":
             out.append(Variant("fp32", encoder, ALL_PATHS))
         elif p == "fp16":
-            out.append(Variant("fp16", copy.deepcopy(encoder).half(), ALL_PATHS - {art.TORCHSCRIPT}))
+            module = copy.deepcopy(encoder).half()
+            fused = fusion.fuse_gelu_epilogues(module) if cfg.gelu_epilogue else 0
+            log.info("fp16: %d FFN GELUs run as cuBLASLt GEMM epilogues", fused)
+            rewrites = ("gelu_epilogue",) if fused else ()
+            out.append(Variant("fp16", module, ALL_PATHS - {art.TORCHSCRIPT}, rewrites=rewrites))
         else:
             out.append(_int8_variant(cfg, encoder, verifier, calibration_batches(ckpt.tokenizer, max_seq)))
     return out
@@ -252,6 +257,7 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
                 "model": name,
                 "precision": v.precision,
                 "recipe": v.recipe,
+                "rewrites": list(v.rewrites),
                 "runtime": v.runtime,
                 "artifacts": {p: {"file": e["file"]} for p, e in v.built.items()},
                 "accuracy": {

@@ -1,0 +1,58 @@
+"""GEMM epilogues handed to cuBLASLt on CUDA: the FFN's GELU runs inside its up-projection GEMM.
+
+Inductor keeps cuBLAS for the fp16 GEMMs (its Triton templates were slower at BERT's shapes under
+max-autotune) and fuses the bias into them, but GELU stays a kernel of its own: at batch 32 x 128 on an
+H200 ``triton_poi_fused_gelu`` was 0.27 ms of the 1.82 ms model, reading and writing the 4096 x 3072
+intermediate once more (``python -m bench.quant_probe``). ``torch._addmm_activation(bias, x, W.T,
+use_gelu=True)`` is cuBLASLt's GELU_BIAS epilogue; Inductor and AOTInductor call it as an extern kernel
+(``aoti_torch_cuda__addmm_activation``). Its GELU is the tanh approximation, BERT's the erf one: the export
+gate measures the difference like any other.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class GeluLinear(nn.Module):
+    """``gelu(linear(x))`` as one cuBLASLt GEMM with a GELU_BIAS epilogue; a plain Linear + GELU elsewhere."""
+
+    def __init__(self, dense: nn.Linear, act: nn.Module) -> None:
+        super().__init__()
+        self.dense = dense
+        self.act = act
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        if not hidden_states.is_cuda or torch.onnx.is_in_onnx_export():
+            return self.act(self.dense(hidden_states))
+        rows = hidden_states.reshape(-1, hidden_states.shape[-1])
+        out = torch._addmm_activation(self.dense.bias, rows, self.dense.weight.t(), use_gelu=True)
+        return out.view(*hidden_states.shape[:-1], out.shape[-1])
+
+
+def fuse_gelu_epilogues(module: nn.Module) -> int:
+    """Replace, in place, every Hugging Face ``BertIntermediate`` (dense + GELU) by a ``GeluLinear``.
+
+    Returns how many were replaced. Only exact-GELU intermediates with a bias are taken.
+    """
+    targets = [
+        (name, child)
+        for name, child in module.named_modules()
+        if type(child).__name__ == "BertIntermediate"
+        and isinstance(getattr(child, "dense", None), nn.Linear)
+        and child.dense.bias is not None
+        and _is_gelu(getattr(child, "intermediate_act_fn", None))
+    ]
+    for name, child in targets:
+        parent_name, _, attr = name.rpartition(".")
+        parent = module.get_submodule(parent_name) if parent_name else module
+        setattr(parent, attr, GeluLinear(child.dense, child.intermediate_act_fn))
+    return len(targets)
+
+
+def _is_gelu(act: object) -> bool:
+    if isinstance(act, nn.GELU):
+        return act.approximate == "none"
+    # transformers' ACT2FN["gelu"] is GELUActivation around the exact nn.functional.gelu
+    return type(act).__name__ == "GELUActivation" and getattr(act, "act", None) is nn.functional.gelu
