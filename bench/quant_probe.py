@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 HIDDEN, FFN = 768, 3072
 # (name, K, N, count per layer): query, key, value and attention output are four 768 x 768 Linears.
 LINEARS = [("768x768 (q, k, v, out)", HIDDEN, HIDDEN, 4), ("ffn in", HIDDEN, FFN, 1), ("ffn out", FFN, HIDDEN, 1)]
+MODELS = ("fp16", "fp16 GELU epilogue", "int8 torchao dynamic", "bf16", "fp8 torchao dynamic rowwise")
 FP8 = torch.float8_e4m3fn
 FP8_MAX = torch.finfo(FP8).max
 
@@ -179,12 +180,14 @@ def kernel_breakdown(fn: Callable[[], Any], reps: int) -> dict[str, float]:
             ms = event.time_range.elapsed_us() / 1000 / reps
             totals[kernel_class(event.name)] += ms
             names[event.name] += ms
+    log.info("  kernels by class, ms a call: %s", {k: round(v, 4) for k, v in totals.items()})
     for name, ms in sorted(names.items(), key=lambda item: -item[1])[:12]:
         log.info("  %.4f ms  [%s] %s", ms, kernel_class(name), name[:110])
     return dict(totals)
 
 
-def probe_model(batch: int, seq: int, reps: int) -> dict[str, Any]:
+def model_recipes() -> dict[str, tuple[torch.dtype, Callable[[nn.Module], object]]]:
+    """name -> (weight dtype, in-place rewrite). torchao's fp8 row-wise recipe takes bf16 weights only."""
     from torchao.quantization import (
         Float8DynamicActivationFloat8WeightConfig,
         Int8DynamicActivationInt8WeightConfig,
@@ -192,23 +195,33 @@ def probe_model(batch: int, seq: int, reps: int) -> dict[str, Any]:
         quantize_,
     )
 
+    from export.fusion import fuse_gelu_epilogues
+
+    return {
+        "fp16": (torch.half, lambda m: None),
+        "fp16 GELU epilogue": (torch.half, fuse_gelu_epilogues),
+        "int8 torchao dynamic": (torch.half, lambda m: quantize_(m, Int8DynamicActivationInt8WeightConfig())),
+        "bf16": (torch.bfloat16, lambda m: None),
+        "fp8 torchao dynamic rowwise": (
+            torch.bfloat16,
+            lambda m: quantize_(m, Float8DynamicActivationFloat8WeightConfig(granularity=PerRow())),
+        ),
+    }
+
+
+def probe_model(batch: int, seq: int, reps: int, names: list[str]) -> dict[str, Any]:
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(1000, 30000, (batch, seq), generator=g).cuda()
     mask = torch.ones_like(ids)
     fp32 = bert_base().cuda()
     with torch.no_grad():
         reference = fp32(ids, mask)
-    recipes: dict[str, Callable[[nn.Module], None]] = {
-        "fp16": lambda m: None,
-        "int8 torchao dynamic": lambda m: quantize_(m, Int8DynamicActivationInt8WeightConfig()),
-        "fp8 torchao dynamic rowwise": lambda m: quantize_(
-            m, Float8DynamicActivationFloat8WeightConfig(granularity=PerRow())
-        ),
-    }
+    recipes = model_recipes()
     results: dict[str, Any] = {}
-    for name, quantize in recipes.items():
-        model = bert_base().half().cuda()
-        quantize(model)
+    for name in names:
+        dtype, rewrite = recipes[name]
+        model = bert_base().to(dtype).cuda()
+        rewrite(model)
         fn = compiled(model)
         try:
             with torch.no_grad():
@@ -223,14 +236,14 @@ def probe_model(batch: int, seq: int, reps: int) -> dict[str, Any]:
             torch._dynamo.reset()
         cosine = F.cosine_similarity(out.float(), reference.float()).min().item()
         results[name] = {"ms": ms, "seq_per_s": batch / ms * 1000, "min_cosine": cosine, "kernels_ms": classes}
-        log.info("%s: %.3f ms (%.0f seq/s), min cos %.5f, kernels %s", name, ms, batch / ms * 1000, cosine, classes)
+        log.info("%s: %.3f ms (%.0f seq/s), min cos %.5f (kernels above)", name, ms, batch / ms * 1000, cosine)
     return results
 
 
 def amdahl(model: dict[str, Any], gemms: list[dict[str, Any]]) -> dict[str, float]:
     """Best speed-up over fp16 if only the GEMM kernels change, by the measured whole-linear speed-ups."""
-    fp16 = model["fp16"]
-    if "ms" not in fp16:
+    fp16 = model.get("fp16", {})
+    if "ms" not in fp16 or not gemms:
         return {}
     gemm_ms = fp16["kernels_ms"].get("gemm", 0.0)
     rest_ms = fp16["ms"] - gemm_ms  # everything else the graph replay costs, idle gaps included
@@ -257,7 +270,12 @@ def main() -> None:
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--output-dir", type=Path, default=Path("reports"))
+    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of: {', '.join(MODELS)}")
+    parser.add_argument("--skip-gemms", action="store_true", help="time the whole models only")
     args = parser.parse_args()
+    unknown = set(args.models.split(",")) - set(MODELS)
+    if unknown:
+        parser.error(f"unknown --models {sorted(unknown)}")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = True
     args.output_dir.mkdir(parents=True, exist_ok=True)
@@ -267,9 +285,9 @@ def main() -> None:
     def write() -> None:  # after every stage, so that a run cut short keeps what it measured
         (args.output_dir / "quant-probe.json").write_text(json.dumps(report, indent=2))
 
-    report["gemms"] = probe_gemms(args.batch * args.seq, args.reps)
+    report["gemms"] = [] if args.skip_gemms else probe_gemms(args.batch * args.seq, args.reps)
     write()
-    report["model"] = probe_model(args.batch, args.seq, args.reps)
+    report["model"] = probe_model(args.batch, args.seq, args.reps, args.models.split(","))
     write()
     report["bounds"] = amdahl(report["model"], [r for r in report["gemms"] if "ms" in r])
     write()
