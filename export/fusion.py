@@ -6,7 +6,7 @@ H200 ``triton_poi_fused_gelu`` was 0.27 ms of the 1.82 ms model, reading and wri
 intermediate once more (``python -m bench.quant_probe``). ``torch._addmm_activation(bias, x, W.T,
 use_gelu=True)`` is cuBLASLt's GELU_BIAS epilogue; Inductor and AOTInductor call it as an extern kernel
 (``aoti_torch_cuda__addmm_activation``). Its GELU is the tanh approximation, BERT's the erf one: the export
-gate measures the difference like any other.
+gate measures the difference like any other. ONNX export traces the plain Linear + GELU.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ class GeluLinear(nn.Module):
 
 
 def fuse_gelu_epilogues(module: nn.Module) -> int:
-    """Replace, in place, every Hugging Face ``BertIntermediate`` (dense + GELU) by a ``GeluLinear``.
+    """Replace, in place, every Hugging Face ``BertIntermediate`` (dense with a bias + GELU) by a ``GeluLinear``.
 
-    Returns how many were replaced. Only exact-GELU intermediates with a bias are taken.
+    Returns how many were replaced. Exact GELUs become the epilogue's tanh form; tanh GELUs stay what they were.
     """
     targets = [
         (name, child)
@@ -51,8 +51,12 @@ def fuse_gelu_epilogues(module: nn.Module) -> int:
     return len(targets)
 
 
+# transformers' tanh-approximation GELUs (ACT2FN "gelu_pytorch_tanh", "gelu_new", "gelu_fast"): the epilogue's own.
+_TANH_GELUS = frozenset({"GELUTanh", "PytorchGELUTanh", "NewGELUActivation", "FastGELUActivation"})
+
+
 def _is_gelu(act: object) -> bool:
-    if isinstance(act, nn.GELU):
-        return act.approximate == "none"
-    # transformers' ACT2FN["gelu"] is GELUActivation around the exact nn.functional.gelu
+    if isinstance(act, nn.GELU) or type(act).__name__ in _TANH_GELUS:
+        return True
+    # ACT2FN["gelu"]: GELUActivation around the exact nn.functional.gelu (not its Python twin, "gelu_python")
     return type(act).__name__ == "GELUActivation" and getattr(act, "act", None) is nn.functional.gelu

@@ -162,9 +162,10 @@ def _variants(cfg: ExportConfig, encoder: nn.Module, verifier: Verifier, ckpt, m
             out.append(Variant("fp32", encoder, ALL_PATHS))
         elif p == "fp16":
             module = copy.deepcopy(encoder).half()
-            fused = fusion.fuse_gelu_epilogues(module) if cfg.gelu_epilogue else 0
-            log.info("fp16: %d FFN GELUs run as cuBLASLt GEMM epilogues", fused)
-            rewrites = ("gelu_epilogue",) if fused else ()
+            rewrites: tuple[str, ...] = ()
+            if cfg.gelu_epilogue and fusion.fuse_gelu_epilogues(module):
+                log.info("fp16: the FFN GELUs run as cuBLASLt GEMM epilogues (ONNX keeps them apart)")
+                rewrites = ("gelu_epilogue",)
             out.append(Variant("fp16", module, ALL_PATHS - {art.TORCHSCRIPT}, rewrites=rewrites))
         else:
             out.append(_int8_variant(cfg, encoder, verifier, calibration_batches(ckpt.tokenizer, max_seq)))
@@ -257,7 +258,8 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
                 "model": name,
                 "precision": v.precision,
                 "recipe": v.recipe,
-                "rewrites": list(v.rewrites),
+                # rewrite -> the artifacts that carry it (ONNX traces the plain modules)
+                "rewrites": {r: sorted(p for p in v.built if p != art.ONNX) for r in v.rewrites},
                 "runtime": v.runtime,
                 "artifacts": {p: {"file": e["file"]} for p, e in v.built.items()},
                 "accuracy": {

@@ -48,3 +48,8 @@ def test_execution_env_must_be_a_python_environment(tmp_path):
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "python").touch()
     assert ExportConfig(execution_env=tmp_path).execution_env == tmp_path
+
+
+def test_gelu_epilogue_is_on_unless_turned_off():
+    assert parse_args(["--target", "cuda"]).gelu_epilogue
+    assert not parse_args(["--target", "cuda", "--no-gelu-epilogue"]).gelu_epilogue

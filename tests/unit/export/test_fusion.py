@@ -37,11 +37,20 @@ def test_every_exact_gelu_intermediate_is_replaced_and_the_cpu_path_is_unchanged
         torch.testing.assert_close(fused(*_inputs()), encoder(*_inputs()), rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("act", ["relu", "gelu_new"])
-def test_other_activations_are_left_alone(act: str) -> None:
-    # gelu_new is already the tanh form, but the rewrite only takes what it can reproduce from the exact GELU
+@pytest.mark.parametrize(
+    ("act", "taken"), [("gelu_new", True), ("gelu_pytorch_tanh", True), ("relu", False), ("gelu_python", False)]
+)
+def test_which_activations_are_taken(act: str, taken: bool) -> None:
+    # the tanh GELUs are the epilogue's own form; anything not a GELU, or a Python GELU, stays as it is
     encoder = _encoder(hidden_act=act)
-    assert fuse_gelu_epilogues(encoder) == 0
+    assert fuse_gelu_epilogues(encoder) == (TINY["num_hidden_layers"] if taken else 0)
+
+
+def test_a_linear_without_bias_is_left_alone() -> None:
+    encoder = _encoder()
+    encoder.bert.encoder.layer[0].intermediate.dense.bias = None
+    assert fuse_gelu_epilogues(encoder) == TINY["num_hidden_layers"] - 1
+    assert not isinstance(encoder.bert.encoder.layer[0].intermediate, GeluLinear)
 
 
 def test_the_fused_module_exports_on_cpu() -> None:
