@@ -6,7 +6,8 @@ H200 ``triton_poi_fused_gelu`` was 0.27 ms of the 1.82 ms model, reading and wri
 intermediate once more (``python -m bench.quant_probe``). ``torch._addmm_activation(bias, x, W.T,
 use_gelu=True)`` is cuBLASLt's GELU_BIAS epilogue; Inductor and AOTInductor call it as an extern kernel
 (``aoti_torch_cuda__addmm_activation``). Its GELU is the tanh approximation, BERT's the erf one: the export
-gate measures the difference like any other. ONNX export traces the plain Linear + GELU.
+gate measures the difference like any other (MiniLM's real weights, fp32: min cosine 0.999997 over the
+gate's sentences). ONNX export traces the plain Linear + GELU.
 """
 
 from __future__ import annotations
