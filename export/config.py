@@ -70,6 +70,12 @@ def _env(name: str, default: str | None) -> str | None:
     return os.environ.get(ENV_PREFIX + name, default)
 
 
+def _env_flag(name: str, default: bool) -> bool:
+    """A boolean option's environment variable: 0, false, no or off turn it off; anything else on."""
+    value = _env(name, None)
+    return default if value is None else value.strip().lower() not in ("0", "false", "no", "off")
+
+
 def parse_args(argv: list[str] | None = None) -> ExportConfig:
     d = ExportConfig.__dataclass_fields__
     p = argparse.ArgumentParser(
@@ -125,6 +131,7 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
         "--no-shedding",
         dest="shedding",
         action="store_false",
+        default=_env_flag("SHEDDING", True),
         help="no queue policy (no REJECT, unbounded queues): with one instance a model then never waits the "
         "batcher's 500 ms poll (see docs/PERFORMANCE.md)",
     )
@@ -132,6 +139,7 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
         "--no-gelu-epilogue",
         dest="gelu_epilogue",
         action="store_false",
+        default=_env_flag("GELU_EPILOGUE", True),
         help="fp16: keep the FFN's exact GELU as a kernel of its own instead of cuBLASLt's GEMM epilogue "
         "(tanh GELU; see export/fusion.py)",
     )

@@ -50,6 +50,16 @@ def test_execution_env_must_be_a_python_environment(tmp_path):
     assert ExportConfig(execution_env=tmp_path).execution_env == tmp_path
 
 
-def test_gelu_epilogue_is_on_unless_turned_off():
+def test_gelu_epilogue_is_on_unless_turned_off(monkeypatch):
     assert parse_args(["--target", "cuda"]).gelu_epilogue
     assert not parse_args(["--target", "cuda", "--no-gelu-epilogue"]).gelu_epilogue
+    monkeypatch.setenv("BERTSERVE_EXPORT_GELU_EPILOGUE", "0")
+    assert not parse_args(["--target", "cuda"]).gelu_epilogue
+    monkeypatch.setenv("BERTSERVE_EXPORT_GELU_EPILOGUE", "on")
+    assert parse_args(["--target", "cuda"]).gelu_epilogue
+
+
+def test_shedding_reads_its_environment_variable(monkeypatch):
+    monkeypatch.setenv("BERTSERVE_EXPORT_SHEDDING", "false")
+    assert not parse_args([]).shedding
+    assert not parse_args(["--no-shedding"]).shedding
