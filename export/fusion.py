@@ -15,6 +15,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from export.quantize import replace_submodule
+
 
 class GeluLinear(nn.Module):
     """``gelu(linear(x))`` as one cuBLASLt GEMM with a GELU_BIAS epilogue; a plain Linear + GELU elsewhere."""
@@ -46,9 +48,7 @@ def fuse_gelu_epilogues(module: nn.Module) -> int:
         and _is_gelu(getattr(child, "intermediate_act_fn", None))
     ]
     for name, child in targets:
-        parent_name, _, attr = name.rpartition(".")
-        parent = module.get_submodule(parent_name) if parent_name else module
-        setattr(parent, attr, GeluLinear(child.dense, child.intermediate_act_fn))
+        replace_submodule(module, name, GeluLinear(child.dense, child.intermediate_act_fn))
     return len(targets)
 
 

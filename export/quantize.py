@@ -151,7 +151,8 @@ def _outlier_split(name: str, linear: nn.Linear, absmax: torch.Tensor, k: int = 
     return OutlierSplitLinear(linear, idx)
 
 
-def _replace(model: nn.Module, name: str, module: nn.Module) -> None:
+def replace_submodule(model: nn.Module, name: str, module: nn.Module) -> None:
+    """Put ``module`` where ``model``'s submodule ``name`` (a dotted path) was."""
     parent, _, attr = name.rpartition(".")
     setattr(model.get_submodule(parent), attr, module)
 
@@ -161,7 +162,7 @@ def split_outliers(model: nn.Module, calibration: Calibration, k: int = OUTLIER_
     linears = _quantizable_linears(model)
     stats = input_absmax(model, list(linears), calibration)
     for name, linear in linears.items():
-        _replace(model, name, _outlier_split(name, linear, stats[name], k))
+        replace_submodule(model, name, _outlier_split(name, linear, stats[name], k))
     return model
 
 
@@ -205,9 +206,9 @@ def smooth_and_split(model: nn.Module, calibration: Calibration, alpha: float = 
     stats = input_absmax(model, list(linears), calibration)
     for name, linear in linears.items():
         if _is_ffn_output(name):
-            _replace(model, name, _outlier_split(name, linear, stats[name]))
+            replace_submodule(model, name, _outlier_split(name, linear, stats[name]))
         else:
-            _replace(model, name, SmoothedLinear(linear, smoothing_scale(stats[name], linear.weight, alpha)))
+            replace_submodule(model, name, SmoothedLinear(linear, smoothing_scale(stats[name], linear.weight, alpha)))
     return model
 
 
