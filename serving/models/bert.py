@@ -32,7 +32,8 @@ class TritonPythonModel:
         self.manifest = read(model_dir)
         config = json.loads(args["model_config"])
         params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
-        torch.set_num_threads(int(params.get("threads", os.cpu_count() or 1)))
+        # 0: the CPUs this process may use (its affinity), never the host's count
+        torch.set_num_threads(int(params.get("threads", "0")) or len(os.sched_getaffinity(0)))
         device = "cpu"
         if args.get("model_instance_kind") == "GPU":
             device = f"cuda:{args['model_instance_device_id']}"

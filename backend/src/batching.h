@@ -1,0 +1,81 @@
+// Validate one request's token ids and collate valid rows into padded length / batch buckets.
+// Plain C++ with no Triton or torch types; serving/batching.py is the reference it must agree with.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace bertserve {
+
+inline constexpr int64_t kPadId = 0;
+
+// A request the model rejects: `reason` labels the failure counter, `message` goes to the client.
+struct RequestError {
+  std::string reason;
+  std::string message;
+};
+
+// One request's [rows, seq] input_ids and attention_mask, row-major, in memory the caller owns.
+struct TokenBatch {
+  std::vector<int64_t> ids_shape;
+  std::vector<int64_t> mask_shape;
+  std::span<const int64_t> ids;
+  std::span<const int64_t> mask;
+  int64_t rows() const { return ids_shape.size() == 2 ? ids_shape[0] : 0; }
+  int64_t seq() const { return ids_shape.size() == 2 ? ids_shape[1] : 0; }
+};
+
+// 16, 32, 64, ... up to max_seq (always included).
+std::vector<int64_t> LengthBuckets(int64_t max_seq);
+// 1, 2, 4, ... up to max_batch (always included).
+std::vector<int64_t> BatchBuckets(int64_t max_batch);
+// The smallest bucket that holds `value` (the caller guarantees one does).
+int64_t BucketFor(int64_t value, const std::vector<int64_t>& buckets);
+
+// Each row's effective length (through its last 1 in the mask), or the error that names what is wrong.
+// The spans must hold the element counts their shapes give (the caller checked the byte sizes).
+std::optional<RequestError> Validate(
+    const TokenBatch& batch, int64_t vocab_size, int64_t max_seq, std::vector<int64_t>* lengths);
+
+// (batch bucket, length bucket) -> seconds per forward pass, measured at load (CUDA graphs).
+using Costs = std::map<std::pair<int64_t, int64_t>, double>;
+
+// One forward pass: rows of one or more adjacent length buckets, padded to [batch rows, seq].
+struct Group {
+  int64_t batch = 0;
+  int64_t seq = 0;
+  std::vector<int64_t> ids;   // [batch, seq]
+  std::vector<int64_t> mask;  // [batch, seq]
+  std::vector<std::pair<size_t, int64_t>> rows;  // (request index, row index) of each real row
+};
+
+struct Collated {
+  std::vector<Group> groups;
+  int64_t real_tokens = 0;
+  int64_t padded_tokens = 0;
+  double padding_ratio() const;
+};
+
+// A valid request: its tokens and the effective length of each row.
+struct ValidRequest {
+  size_t index;
+  const TokenBatch* batch;
+  std::vector<int64_t> lengths;
+};
+
+// Partition the length buckets in use (rows per bucket) into runs that each become one pass, cheapest in total.
+std::vector<std::vector<int64_t>> MergeBuckets(
+    const std::map<int64_t, int64_t>& rows, const std::vector<int64_t>& batch_buckets, const Costs& costs);
+
+// Group rows by length bucket; with batch buckets, pad each group's row count to one (CUDA graphs), and with
+// costs let adjacent length buckets share a pass where that is cheaper.
+Collated Collate(
+    const std::vector<ValidRequest>& requests, const std::vector<int64_t>& len_buckets,
+    const std::vector<int64_t>& batch_buckets, const Costs* costs);
+
+}  // namespace bertserve

@@ -1,0 +1,113 @@
+#include "metrics.h"
+
+#include "triton_util.h"
+
+namespace bertserve {
+namespace {
+
+const std::string kPrefix = "bertserve_";
+// 50 µs .. 1 s with a boundary at exactly 10 ms (the latency SLO).
+const std::vector<double> kLatencyBuckets = {0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075,
+                                             0.01,    0.015,  0.02,   0.03,   0.05,  0.1,   0.2,   0.5,   1.0};
+const std::vector<double> kBatchBuckets = {1, 2, 4, 8, 16, 32, 64, 128};
+const std::vector<double> kRatioBuckets = {0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0};
+const char* const kReasons[] = {"too_long", "bad_token_id", "bad_attention_mask", "bad_shape", "internal"};
+const std::pair<Stage, const char*> kStages[] = {
+    {Stage::kCollate, "collate"}, {Stage::kInfer, "infer"}, {Stage::kRespond, "respond"}};
+
+// Records a value, dropping (and logging) a failure: a metric must never fail a request.
+void Record(TRITONSERVER_Error* (*update)(TRITONSERVER_Metric*, double), TRITONSERVER_Metric* m, double v) {
+  if (m == nullptr) return;
+  if (TRITONSERVER_Error* e = update(m, v)) {
+    ErrorPtr owned(e);
+    BERTSERVE_LOG(WARN, std::string("metric update failed: ") + TRITONSERVER_ErrorMessage(e));
+  }
+}
+
+}  // namespace
+
+Metrics::Metrics(const std::string& model) {
+  try {
+    auto* request = Family(TRITONSERVER_METRIC_KIND_HISTOGRAM, "request_duration_seconds",
+                           "Per request, from the model's execute() entry to its response being sent "
+                           "(excludes gRPC/HTTP handling, Triton queueing and ensemble hops)");
+    auto* stage = Family(TRITONSERVER_METRIC_KIND_HISTOGRAM, "stage_duration_seconds",
+                         "Time per executed batch in each stage (tokenize, collate, infer, respond)");
+    auto* batch = Family(TRITONSERVER_METRIC_KIND_HISTOGRAM, "batch_size", "Sequences per executed batch");
+    auto* padding =
+        Family(TRITONSERVER_METRIC_KIND_HISTOGRAM, "padding_ratio", "Padded tokens / all tokens of an executed batch");
+    auto* tokens = Family(TRITONSERVER_METRIC_KIND_COUNTER, "tokens_total", "Real tokens processed");
+    auto* failures =
+        Family(TRITONSERVER_METRIC_KIND_COUNTER, "failures_total", "Rejected or failed requests by reason");
+    const std::map<std::string, std::string> labels{{"model", model}};
+    request_ = Child(request, labels, &kLatencyBuckets);
+    for (const auto& [s, name] : kStages) stages_[s] = Child(stage, {{"model", model}, {"stage", name}}, &kLatencyBuckets);
+    batch_size_ = Child(batch, labels, &kBatchBuckets);
+    padding_ = Child(padding, labels, &kRatioBuckets);
+    tokens_ = Child(tokens, labels, nullptr);
+    for (const char* r : kReasons) failures_[r] = Child(failures, {{"model", model}, {"reason", r}}, nullptr);
+  } catch (const std::exception& e) {
+    BERTSERVE_LOG(WARN, model + ": serving without bertserve_* metrics: " + e.what());
+    enabled_ = false;
+  }
+}
+
+Metrics::~Metrics() {
+  for (auto* m : children_) ErrorPtr(TRITONSERVER_MetricDelete(m));
+  for (auto* f : families_) ErrorPtr(TRITONSERVER_MetricFamilyDelete(f));
+}
+
+TRITONSERVER_MetricFamily* Metrics::Family(TRITONSERVER_MetricKind kind, const char* name, const char* description) {
+  TRITONSERVER_MetricFamily* family = nullptr;
+  Check(TRITONSERVER_MetricFamilyNew(&family, kind, (kPrefix + name).c_str(), description), name);
+  families_.push_back(family);
+  return family;
+}
+
+TRITONSERVER_Metric* Metrics::Child(
+    TRITONSERVER_MetricFamily* family, const std::map<std::string, std::string>& labels,
+    const std::vector<double>* buckets) {
+  std::vector<std::unique_ptr<TRITONSERVER_Parameter, decltype(&TRITONSERVER_ParameterDelete)>> owned;
+  std::vector<const TRITONSERVER_Parameter*> params;
+  for (const auto& [key, value] : labels) {
+    owned.emplace_back(TRITONSERVER_ParameterNew(key.c_str(), TRITONSERVER_PARAMETER_STRING, value.c_str()),
+                       TRITONSERVER_ParameterDelete);
+    params.push_back(owned.back().get());
+  }
+  TRITONSERVER_Metric* metric = nullptr;
+  if (buckets == nullptr) {
+    Check(TRITONSERVER_MetricNew(&metric, family, params.data(), params.size()), "metric");
+  } else {
+    TRITONSERVER_MetricArgs* args = nullptr;
+    Check(TRITONSERVER_MetricArgsNew(&args), "metric args");
+    std::unique_ptr<TRITONSERVER_MetricArgs, void (*)(TRITONSERVER_MetricArgs*)> args_owner(
+        args, [](TRITONSERVER_MetricArgs* a) { ErrorPtr(TRITONSERVER_MetricArgsDelete(a)); });
+    Check(TRITONSERVER_MetricArgsSetHistogram(args, buckets->data(), buckets->size()), "histogram buckets");
+    Check(TRITONSERVER_MetricNewWithArgs(&metric, family, params.data(), params.size(), args), "histogram");
+  }
+  children_.push_back(metric);
+  return metric;
+}
+
+void Metrics::Request(double seconds) {
+  if (enabled_) Record(TRITONSERVER_MetricObserve, request_, seconds);
+}
+
+void Metrics::StageTime(Stage stage, double seconds) {
+  if (enabled_) Record(TRITONSERVER_MetricObserve, stages_[stage], seconds);
+}
+
+void Metrics::Batch(int64_t rows, double padding_ratio, int64_t real_tokens) {
+  if (!enabled_) return;
+  Record(TRITONSERVER_MetricObserve, batch_size_, static_cast<double>(rows));
+  Record(TRITONSERVER_MetricObserve, padding_, padding_ratio);
+  Record(TRITONSERVER_MetricIncrement, tokens_, static_cast<double>(real_tokens));
+}
+
+void Metrics::Failure(const std::string& reason) {
+  if (!enabled_) return;
+  auto it = failures_.find(reason);
+  Record(TRITONSERVER_MetricIncrement, it == failures_.end() ? failures_["internal"] : it->second, 1.0);
+}
+
+}  // namespace bertserve

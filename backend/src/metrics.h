@@ -1,0 +1,46 @@
+// The bertserve_* metric families of an encoder model, through Triton's C metrics API (on :8002 beside Triton's
+// own). Names, labels and buckets are those of serving/metrics.py, so dashboards and alert rules read both alike.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "triton_api.h"
+
+namespace bertserve {
+
+enum class Stage { kCollate, kInfer, kRespond };
+
+class Metrics {
+ public:
+  // Never throws: where the server has metrics off, the model serves without them (logged once).
+  explicit Metrics(const std::string& model);
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  void Request(double seconds);
+  void StageTime(Stage stage, double seconds);
+  void Batch(int64_t rows, double padding_ratio, int64_t real_tokens);
+  void Failure(const std::string& reason);
+
+ private:
+  TRITONSERVER_MetricFamily* Family(TRITONSERVER_MetricKind kind, const char* name, const char* description);
+  TRITONSERVER_Metric* Child(TRITONSERVER_MetricFamily* family, const std::map<std::string, std::string>& labels,
+                             const std::vector<double>* buckets);
+
+  bool enabled_ = true;
+  std::vector<TRITONSERVER_MetricFamily*> families_;
+  std::vector<TRITONSERVER_Metric*> children_;
+  TRITONSERVER_Metric* request_ = nullptr;
+  std::map<Stage, TRITONSERVER_Metric*> stages_;
+  TRITONSERVER_Metric* batch_size_ = nullptr;
+  TRITONSERVER_Metric* padding_ = nullptr;
+  TRITONSERVER_Metric* tokens_ = nullptr;
+  std::map<std::string, TRITONSERVER_Metric*> failures_;
+};
+
+}  // namespace bertserve

@@ -1,0 +1,36 @@
+#include "model_state.h"
+
+#include "batching.h"
+#include "triton_util.h"
+
+namespace bertserve {
+
+ModelState::ModelState(ModelSettings settings)
+    : settings_(std::move(settings)),
+      length_buckets_(LengthBuckets(settings_.max_seq)),
+      metrics_(std::make_unique<Metrics>(settings_.name)) {}
+
+std::unique_ptr<ModelState> ModelState::Create(TRITONBACKEND_Model* model) {
+  const char* name = nullptr;
+  Check(TRITONBACKEND_ModelName(model, &name), "model name");
+  TRITONBACKEND_ArtifactType artifact_type;
+  const char* location = nullptr;
+  Check(TRITONBACKEND_ModelRepository(model, &artifact_type, &location), "model repository");
+  if (artifact_type != TRITONBACKEND_ARTIFACT_FILESYSTEM) {
+    throw BackendError(TRITONSERVER_ERROR_UNSUPPORTED, std::string(name) + ": the model must be on a filesystem");
+  }
+  TRITONSERVER_Message* message = nullptr;
+  Check(TRITONBACKEND_ModelConfig(model, 1, &message), "model config");
+  std::unique_ptr<TRITONSERVER_Message, void (*)(TRITONSERVER_Message*)> owned(
+      message, [](TRITONSERVER_Message* m) { ErrorPtr(TRITONSERVER_MessageDelete(m)); });
+  const char* json = nullptr;
+  size_t size = 0;
+  Check(TRITONSERVER_MessageSerializeToJson(message, &json, &size), "model config JSON");
+  auto settings = ReadSettings(name, location, std::string(json, size));
+  BERTSERVE_LOG(INFO, settings.name + ": " + settings.precision + " " + settings.runtime + " artifact " +
+                          settings.artifact.string() + " verified; " + std::to_string(settings.threads) +
+                          " intra-op threads per instance");
+  return std::unique_ptr<ModelState>(new ModelState(std::move(settings)));
+}
+
+}  // namespace bertserve

@@ -1,0 +1,149 @@
+#include "settings.h"
+
+#include <openssl/evp.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "triton_util.h"
+
+namespace bertserve {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr const char* kManifest = "manifest.json";
+
+BackendError Invalid(const std::string& message) { return BackendError(TRITONSERVER_ERROR_INVALID_ARG, message); }
+
+json ParseFile(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) throw Invalid(path.string() + " is missing: the model was not exported");
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    throw Invalid(path.string() + " is not valid JSON: " + e.what());
+  }
+}
+
+template <typename T>
+T Field(const json& object, const char* key, const std::string& where) {
+  auto it = object.find(key);
+  if (it == object.end()) throw Invalid(where + " has no \"" + key + "\"");
+  try {
+    return it->get<T>();
+  } catch (const json::exception& e) {
+    throw Invalid(where + ": \"" + key + "\" has the wrong type: " + e.what());
+  }
+}
+
+// A string parameter of config.pbtxt, or `fallback` when absent.
+std::string Parameter(const json& config, const char* key, const std::string& fallback) {
+  auto params = config.find("parameters");
+  if (params == config.end() || !params->contains(key)) return fallback;
+  return Field<std::string>((*params)[key], "string_value", std::string("parameter ") + key);
+}
+
+void Verify(const std::string& name, const fs::path& dir, const json& manifest, const std::string& rel) {
+  const json& files = manifest.contains("files") ? manifest["files"] : json::object();
+  if (!files.contains(rel)) throw Invalid(name + ": " + rel + " is not listed in " + kManifest);
+  const fs::path path = dir / rel;
+  if (!fs::is_regular_file(path)) throw Invalid(name + ": " + path.string() + " is missing");
+  const json& entry = files[rel];
+  const auto bytes = Field<uint64_t>(entry, "bytes", rel);
+  if (fs::file_size(path) != bytes || Sha256(path) != Field<std::string>(entry, "sha256", rel)) {
+    throw Invalid(name + ": " + path.string() + " does not match its sha256 in " + kManifest);
+  }
+}
+
+// The CPU quota of the process's cgroup (v2 cpu.max, else v1 cfs), rounded up; 0 when there is none.
+int CgroupCpus() {
+  std::ifstream v2("/sys/fs/cgroup/cpu.max");
+  std::string quota;
+  double period = 0;
+  if (v2 >> quota >> period) {
+    return quota == "max" || period <= 0 ? 0 : static_cast<int>(std::ceil(std::stod(quota) / period));
+  }
+  std::ifstream q("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"), p("/sys/fs/cgroup/cpu/cpu.cfs_period_us");
+  double quota_us = 0, period_us = 0;
+  if (q >> quota_us && p >> period_us && quota_us > 0 && period_us > 0) {
+    return static_cast<int>(std::ceil(quota_us / period_us));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int UsableCpus() {
+  cpu_set_t set;
+  int cpus = 1;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) cpus = std::max(1, CPU_COUNT(&set));
+  if (int quota = CgroupCpus(); quota > 0) cpus = std::min(cpus, quota);
+  return cpus;
+}
+
+std::string Sha256(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Invalid("cannot read " + path.string());
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) throw std::runtime_error("sha256 init failed");
+  std::array<char, 1 << 20> chunk;
+  while (in.read(chunk.data(), chunk.size()) || in.gcount() > 0) {
+    EVP_DigestUpdate(ctx.get(), chunk.data(), static_cast<size_t>(in.gcount()));
+  }
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest;
+  unsigned int size = 0;
+  EVP_DigestFinal_ex(ctx.get(), digest.data(), &size);
+  std::ostringstream hex;
+  for (unsigned int i = 0; i < size; ++i) hex << "0123456789abcdef"[digest[i] >> 4] << "0123456789abcdef"[digest[i] & 15];
+  return hex.str();
+}
+
+ModelSettings ReadSettings(const std::string& name, const fs::path& dir, const std::string& config_json) {
+  json config;
+  try {
+    config = json::parse(config_json);
+  } catch (const json::exception& e) {
+    throw Invalid(name + ": the model config is not valid JSON: " + e.what());
+  }
+  const json manifest = ParseFile(dir / kManifest);
+  const std::string where = (dir / kManifest).string();
+  ModelSettings s;
+  s.name = name;
+  s.dir = dir;
+  s.max_batch = Field<int64_t>(config, "max_batch_size", name + " config");
+  s.max_seq = Field<int64_t>(manifest, "max_seq", where);
+  s.vocab_size = Field<int64_t>(manifest, "vocab_size", where);
+  s.hidden = Field<int64_t>(manifest, "hidden", where);
+  s.precision = Field<std::string>(manifest, "precision", where);
+  s.runtime = Field<std::string>(manifest, "runtime", where);
+  if (s.runtime != "aoti" && s.runtime != "torchscript") {
+    throw Invalid(name + ": runtime \"" + s.runtime + "\" has no native loader (aoti or torchscript); export it " +
+                  "with --encoder-backend python");
+  }
+  if (s.max_batch < 1 || s.max_seq < 1 || s.vocab_size < 1 || s.hidden < 1) {
+    throw Invalid(name + ": max_batch_size, max_seq, vocab_size and hidden must be positive");
+  }
+  const json& artifacts = Field<json>(manifest, "artifacts", where);
+  const auto rel = Field<std::string>(Field<json>(artifacts, s.runtime.c_str(), where), "file", where);
+  Verify(name, dir, manifest, rel);
+  s.artifact = dir / rel;
+  const std::string threads = Parameter(config, "threads", "0");
+  try {
+    s.threads = std::stoi(threads);
+  } catch (const std::exception&) {
+    throw Invalid(name + ": parameter threads must be an integer, got \"" + threads + "\"");
+  }
+  if (s.threads < 0) throw Invalid(name + ": parameter threads must be 0 (the usable CPUs) or more");
+  if (s.threads == 0) s.threads = UsableCpus();
+  return s;
+}
+
+}  // namespace bertserve

@@ -1,0 +1,34 @@
+// What a model needs from its config.pbtxt (as Triton's JSON) and manifest.json, read and checked once at load.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace bertserve {
+
+struct ModelSettings {
+  std::string name;
+  std::filesystem::path dir;  // the model's directory in the repository
+  int64_t max_batch = 0;
+  int64_t max_seq = 0;
+  int64_t vocab_size = 0;
+  int64_t hidden = 0;
+  std::string precision;
+  std::string runtime;  // "aoti" or "torchscript"
+  std::filesystem::path artifact;
+  int threads = 1;  // intra-op threads of each instance
+};
+
+// Reads the settings and verifies the artifact against the sha256 in the manifest before anything loads it
+// (a pickled format executes code on load). Throws BackendError naming the file or field that is wrong.
+ModelSettings ReadSettings(const std::string& name, const std::filesystem::path& dir, const std::string& config_json);
+
+// The CPUs this process may use: its affinity mask, bounded by a cgroup CPU quota (a 4-CPU pod on a 64-core node
+// gets 4).
+int UsableCpus();
+
+// Lowercase hex sha256 of a file's bytes.
+std::string Sha256(const std::filesystem::path& path);
+
+}  // namespace bertserve

@@ -1,0 +1,62 @@
+// Errors as values across the C boundary, RAII owners for Triton objects, logging and the steady clock.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "triton_api.h"
+
+namespace bertserve {
+
+// A failure inside the backend that becomes a TRITONSERVER_Error at the C boundary.
+class BackendError : public std::runtime_error {
+ public:
+  BackendError(TRITONSERVER_Error_Code code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  TRITONSERVER_Error_Code code() const { return code_; }
+
+ private:
+  TRITONSERVER_Error_Code code_;
+};
+
+struct ErrorDeleter {
+  void operator()(TRITONSERVER_Error* e) const { TRITONSERVER_ErrorDelete(e); }
+};
+using ErrorPtr = std::unique_ptr<TRITONSERVER_Error, ErrorDeleter>;
+
+// Throws a BackendError carrying the code and message of a Triton call that failed (and frees the error).
+inline void Check(TRITONSERVER_Error* error, const char* what) {
+  if (error == nullptr) return;
+  ErrorPtr owned(error);
+  throw BackendError(TRITONSERVER_ErrorCode(error), std::string(what) + ": " + TRITONSERVER_ErrorMessage(error));
+}
+
+void Log(TRITONSERVER_LogLevel level, const char* file, int line, const std::string& message) noexcept;
+#define BERTSERVE_LOG(LEVEL, MESSAGE) ::bertserve::Log(TRITONSERVER_LOG_##LEVEL, __FILE__, __LINE__, (MESSAGE))
+
+// Runs `body` and turns any exception it throws into a TRITONSERVER_Error: nothing C++ crosses the C API.
+template <typename Body>
+TRITONSERVER_Error* Guard(const char* where, Body&& body) noexcept {
+  try {
+    body();
+    return nullptr;
+  } catch (const BackendError& e) {
+    return TRITONSERVER_ErrorNew(e.code(), e.what());
+  } catch (const std::exception& e) {
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, (std::string(where) + ": " + e.what()).c_str());
+  } catch (...) {
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, (std::string(where) + ": unknown exception").c_str());
+  }
+}
+
+// Nanoseconds on the steady clock, the clock Triton's statistics expect.
+inline uint64_t NowNs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+}  // namespace bertserve

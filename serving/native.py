@@ -1,0 +1,36 @@
+"""The native encoder backend (backend/, C++ against the torch wheel's libtorch): its name and where it is built.
+
+A model whose config says ``backend: "bertserve"`` runs inside the tritonserver process; tritonserver loads
+``<backend-dir>/bertserve/libtriton_bertserve.so`` for it. ``make setup`` builds the library into build/backend/.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+NAME = "bertserve"
+LIBRARY_NAME = f"libtriton_{NAME}.so"
+# BERTSERVE_BACKEND_LIBRARY names another build (the sanitizer build of `make backend-asan`, say).
+LIBRARY = Path(
+    os.environ.get(
+        "BERTSERVE_BACKEND_LIBRARY", Path(__file__).resolve().parent.parent / "build" / "backend" / LIBRARY_NAME
+    )
+)
+# The runtimes the backend can load (the manifest names one); an ExportedProgram needs Python.
+RUNTIMES = ("aoti", "torchscript")
+
+
+def install(backend_dir: Path) -> bool:
+    """Put the built library where tritonserver looks for the backend; False when it was not built."""
+    if not LIBRARY.is_file():
+        return False
+    target = backend_dir / NAME / LIBRARY_NAME
+    target.parent.mkdir(parents=True, exist_ok=True)
+    src = LIBRARY.stat()
+    if not target.exists() or target.stat().st_size != src.st_size or target.stat().st_mtime < src.st_mtime:
+        tmp = target.with_suffix(".tmp")
+        shutil.copy2(LIBRARY, tmp)
+        tmp.replace(target)  # a running server keeps the file it mapped
+    return True
