@@ -18,6 +18,7 @@ from export.errors import AccuracyGateError
 from export.model_configs import parse
 from export.pipeline import _eager_runner, run
 from export.verify import Verifier
+from serving import native
 from serving.manifest import VerificationError, read, verify
 from serving.runtime import Runtime
 
@@ -48,7 +49,9 @@ def test_generated_configs_round_trip_through_the_schema(repo):
     configs = {p.parent.name: parse(p.read_text()) for p in repo.glob("*/config.pbtxt")}
     assert set(configs) == {"tokenizer", "bert", "embed", "bert_torchscript"}
     bert = configs["bert"]
-    assert bert.max_batch_size == 4 and bert.backend == "python"
+    assert bert.max_batch_size == 4 and bert.backend == native.NAME
+    assert "EXECUTION_ENV_PATH" not in bert.parameters and bert.parameters["threads"].string_value == "0"
+    assert not (repo / "bert" / "1" / "model.py").exists()  # the native backend runs no Python
     assert all(i.allow_ragged_batch for i in bert.input)
     assert bert.dynamic_batching.max_queue_delay_microseconds > 0
     for warm in bert.model_warmup:
