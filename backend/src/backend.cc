@@ -2,6 +2,7 @@
 // into a TRITONSERVER_Error, so nothing C++ crosses the C API.
 #include <string>
 
+#include "compute_pool.h"
 #include "instance_state.h"
 #include "model_state.h"
 #include "triton_util.h"
@@ -37,6 +38,10 @@ TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_Initialize(TRITONBACKEND_B
     BERTSERVE_LOG(INFO, std::string(name) + " backend: TRITONBACKEND API " + std::to_string(major) + "." +
                             std::to_string(minor));
   });
+}
+
+TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_Finalize(TRITONBACKEND_Backend* /*backend*/) {
+  return Guard("finalize", [] { bertserve::ReleaseComputePools(); });
 }
 
 TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model) {

@@ -1,7 +1,6 @@
 #include "instance_state.h"
 
-#include <ATen/Parallel.h>
-
+#include <algorithm>
 #include <cstring>
 
 #include "triton_util.h"
@@ -189,12 +188,6 @@ void InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count) no
 void InstanceState::Run(std::vector<Pending>& pending) {
   const uint64_t exec_start = NowNs();
   const auto count = static_cast<uint32_t>(pending.size());
-  // Intra-op threads are a per-thread OpenMP setting: set them on the instance's own thread.
-  thread_local int threads = 0;
-  if (threads != model_->settings().threads) {
-    threads = model_->settings().threads;
-    at::set_num_threads(threads);
-  }
   std::vector<ValidRequest> valid;
   uint64_t batch_rows = 0;
   for (uint32_t i = 0; i < count; ++i) {

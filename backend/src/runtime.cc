@@ -1,90 +1,66 @@
 #include "runtime.h"
 
-#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
-#include <torch/script.h>
+#include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
 #include <vector>
 
+#include "compute_pool.h"
+#include "module.h"
 #include "triton_util.h"
 
 namespace bertserve {
 namespace {
 
-using Inputs = std::vector<at::Tensor>;
-
-// Copies a [batch, hidden] result (any float dtype, any device) into host float32 memory.
-void CopyOut(const at::Tensor& result, int64_t batch, int64_t hidden, float* out) {
-  at::Tensor host = result.to(at::kCPU, at::kFloat).contiguous();
-  if (host.dim() != 2 || host.size(0) != batch || host.size(1) != hidden) {
-    throw std::runtime_error("the model returned shape " + c10::str(host.sizes()) + ", expected [" +
-                             std::to_string(batch) + ", " + std::to_string(hidden) + "]");
-  }
-  std::copy_n(host.const_data_ptr<float>(), batch * hidden, out);
-}
-
-class TorchRuntime : public Runtime {
+// On the CPU the model reads the collated host buffers in place, on a thread of the shared compute pool.
+class HostRuntime : public Runtime {
  public:
-  TorchRuntime(const ModelSettings& s, const std::string& device) : Runtime(s.hidden), device_(device) {}
+  explicit HostRuntime(const ModelSettings& s)
+      : Runtime(s.hidden),
+        pool_(SharedComputePool(s.threads)),
+        module_(Module::Load(s, c10::Device(c10::kCPU), false)) {}
 
   void Run(const int64_t* ids, const int64_t* mask, int64_t batch, int64_t seq, float* out) override {
+    pool_.Run([&] { Forward(ids, mask, batch, seq, out); });
+  }
+
+ private:
+  void Forward(const int64_t* ids, const int64_t* mask, int64_t batch, int64_t seq, float* out) {
     c10::InferenceMode guard;
     auto options = at::TensorOptions().dtype(at::kLong);
-    // from_blob does not copy; the model reads the host buffers (or copies them to the device) during Forward.
-    at::Tensor t_ids = torch::from_blob(const_cast<int64_t*>(ids), {batch, seq}, options).to(device_);
-    at::Tensor t_mask = torch::from_blob(const_cast<int64_t*>(mask), {batch, seq}, options).to(device_);
-    CopyOut(Forward({t_ids, t_mask}), batch, hidden_, out);
+    at::Tensor t_ids = torch::from_blob(const_cast<int64_t*>(ids), {batch, seq}, options);
+    at::Tensor t_mask = torch::from_blob(const_cast<int64_t*>(mask), {batch, seq}, options);
+    at::Tensor result = module_->Forward({t_ids, t_mask}, nullptr).to(at::kFloat).contiguous();
+    if (result.dim() != 2 || result.size(0) != batch || result.size(1) != hidden_) {
+      throw std::runtime_error("the model returned shape " + c10::str(result.sizes()) + ", expected [" +
+                               std::to_string(batch) + ", " + std::to_string(hidden_) + "]");
+    }
+    std::copy_n(result.const_data_ptr<float>(), batch * hidden_, out);
   }
 
- protected:
-  virtual at::Tensor Forward(Inputs inputs) = 0;
-  c10::Device device_;
-};
-
-class AotiRuntime : public TorchRuntime {
- public:
-  AotiRuntime(const ModelSettings& s, const std::string& device)
-      : TorchRuntime(s, device),
-        loader_(s.artifact.string(), "model", /*run_single_threaded=*/false, /*num_runners=*/1,
-                device_.is_cuda() ? device_.index() : -1) {}
-
- protected:
-  at::Tensor Forward(Inputs inputs) override {
-    auto outputs = loader_.run(inputs);
-    if (outputs.empty()) throw std::runtime_error("the AOTInductor package returned no output");
-    return outputs[0];
-  }
-
- private:
-  torch::inductor::AOTIModelPackageLoader loader_;
-};
-
-class ScriptRuntime : public TorchRuntime {
- public:
-  ScriptRuntime(const ModelSettings& s, const std::string& device)
-      : TorchRuntime(s, device), module_(torch::jit::load(s.artifact.string(), device_)) {
-    module_.eval();
-  }
-
- protected:
-  at::Tensor Forward(Inputs inputs) override {
-    return module_.forward({std::move(inputs[0]), std::move(inputs[1])}).toTensor();
-  }
-
- private:
-  torch::jit::Module module_;
+  ComputePool& pool_;
+  std::unique_ptr<Module> module_;
 };
 
 }  // namespace
 
+#ifdef BERTSERVE_CUDA
+std::unique_ptr<Runtime> LoadGraphRuntime(const ModelSettings& s, const c10::Device& device);  // runtime_cuda.cc
+#endif
+
 std::unique_ptr<Runtime> Runtime::Load(const ModelSettings& s, const std::string& device) {
   try {
-    if (s.runtime == "aoti") return std::make_unique<AotiRuntime>(s, device);
-    return std::make_unique<ScriptRuntime>(s, device);
+    const c10::Device d(device);
+    if (d.is_cpu()) return std::make_unique<HostRuntime>(s);
+#ifdef BERTSERVE_CUDA
+    return LoadGraphRuntime(s, d);
+#else
+    throw std::runtime_error("this build of the backend has no CUDA (its torch is a CPU build)");
+#endif
   } catch (const std::exception& e) {
-    throw BackendError(TRITONSERVER_ERROR_INTERNAL,
-                       s.name + ": cannot load " + s.runtime + " artifact " + s.artifact.string() + ": " + e.what());
+    throw BackendError(TRITONSERVER_ERROR_INTERNAL, s.name + ": cannot load " + s.runtime + " artifact " +
+                                                        s.artifact.string() + " on " + device + ": " + e.what());
   }
 }
 

@@ -1,0 +1,69 @@
+#include "compute_pool.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+#include "settings.h"
+
+namespace bertserve {
+
+ComputePool::ComputePool(int workers, int threads) : threads_(threads) {
+  for (int i = 0; i < std::max(1, workers); ++i) workers_.emplace_back([this] { Work(); });
+}
+
+ComputePool::~ComputePool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  ready_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+void ComputePool::Run(std::function<void()> task) {
+  std::packaged_task<void()> packaged(std::move(task));
+  auto done = packaged.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(packaged));
+  }
+  ready_.notify_one();
+  done.get();
+}
+
+void ComputePool::Work() {
+  at::set_num_threads(threads_);  // a per-thread OpenMP setting: this thread leads every team it starts
+  for (;;) {
+    std::packaged_task<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    task();  // the packaged task stores an exception for the caller
+  }
+}
+
+namespace {
+std::mutex pools_mutex;
+std::map<int, std::unique_ptr<ComputePool>> pools;
+}  // namespace
+
+ComputePool& SharedComputePool(int threads) {
+  std::lock_guard<std::mutex> lock(pools_mutex);
+  auto& pool = pools[threads];
+  if (!pool) pool = std::make_unique<ComputePool>(UsableCpus() / threads, threads);
+  return *pool;
+}
+
+void ReleaseComputePools() {
+  std::lock_guard<std::mutex> lock(pools_mutex);
+  pools.clear();
+}
+
+}  // namespace bertserve
