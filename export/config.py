@@ -64,8 +64,11 @@ class ExportConfig:
             raise ConfigError(f"--max-seq must be at least 8, got {self.max_seq}")
         if self.max_queue_delay_us < 0:
             raise ConfigError(f"--max-queue-delay-us must be at least 0, got {self.max_queue_delay_us}")
-        if self.max_queue_size is not None and self.max_queue_size < 1:
-            raise ConfigError(f"--max-queue-size must be at least 1, got {self.max_queue_size}")
+        if self.max_queue_size is not None and self.max_queue_size < self.max_batch:
+            raise ConfigError(
+                f"--max-queue-size must be at least --max-batch ({self.max_batch}): one execute may hand over a "
+                f"full batch, got {self.max_queue_size}"
+            )
         if self.queue_timeout_us < 1:
             raise ConfigError(f"--queue-timeout-us must be at least 1, got {self.queue_timeout_us}")
         if self.execution_env is not None and not (self.execution_env / "bin" / "python").exists():

@@ -108,7 +108,9 @@ def tokenizer_config(shape: ServingShape) -> dict[str, Any]:
             {"name": "attention_mask", "data_type": "TYPE_INT64", "dims": [-1]},
             {"name": "truncated", "data_type": "TYPE_BOOL", "dims": [1]},
         ],
-        "dynamic_batching": _shedding(shape),
+        # No queue policy: it would turn off the batcher's prefetch, and a request then waits up to tritonserver
+        # 2.51's 500 ms poll whenever it finds the instance busy. The encoder behind it (the bottleneck) sheds.
+        "dynamic_batching": _batching(shape),
         "instance_group": [{"kind": "KIND_CPU", "count": shape.instances}],
         "parameters": _params(EXECUTION_ENV_PATH=shape.execution_env, max_seq=str(shape.max_seq)),
         "model_warmup": [
@@ -128,8 +130,15 @@ def bert_config(
 
     ``threads``: intra-op threads per instance, 0 for the CPUs the server process may use."""
     params = {"precision": precision, "runtime": runtime, "threads": str(threads)}
+    batching = _shedding(shape)
     if backend == "python":
         params["EXECUTION_ENV_PATH"] = shape.execution_env
+    else:
+        # The native backend queues and sheds itself (backend/src/instance_state.h): Triton's queue policy
+        # would turn off the batcher's prefetch and bring back its 500 ms poll. 0: no bound.
+        batching = _batching(shape)
+        params["max_queue_size"] = str(shape.queue.max_queue_size if shape.queue else 0)
+        params["queue_timeout_us"] = str(shape.queue.timeout_us if shape.queue else 0)
     ragged = {"data_type": "TYPE_INT64", "dims": [-1], "allow_ragged_batch": True}
     ids = {"data_type": "TYPE_INT64", "dims": [shape.warmup_seq], "input_data_file": WARMUP_IDS}
     mask = {"data_type": "TYPE_INT64", "dims": [shape.warmup_seq], "input_data_file": WARMUP_MASK}
@@ -139,7 +148,7 @@ def bert_config(
         "max_batch_size": shape.max_batch,
         "input": [{"name": "input_ids", **ragged}, {"name": "attention_mask", **ragged}],
         "output": [{"name": "embedding", "data_type": "TYPE_FP32", "dims": [shape.hidden]}],
-        "dynamic_batching": _shedding(shape),
+        "dynamic_batching": batching,
         "instance_group": [{"kind": shape.kind, "count": shape.instances}],
         "parameters": _params(**params),
         "model_warmup": [

@@ -10,9 +10,10 @@ from pathlib import Path
 from google.protobuf import json_format
 
 from export.model_configs import QueuePolicy, parse, queue_policy, render
+from serving import native
 from serving.manifest import MANIFEST, sha256
 
-SHEDDING_MODELS = ("tokenizer", "bert")
+SHEDDING_MODELS = ("bert",)  # the tokenizer takes no queue policy (export/model_configs.py)
 
 
 def linked_copy(src: Path, dst: Path) -> Path:
@@ -36,11 +37,16 @@ def replace_file(path: Path, data: bytes) -> None:
 
 
 def rewrite_config(model_dir: Path, policy: QueuePolicy) -> None:
-    """Set the model's queue policy through the config generator and record the new hash in its manifest."""
+    """Set the model's shedding (Triton's queue policy, or the native backend's parameters) through the config
+    generator and record the new hash in its manifest."""
     config = json_format.MessageToDict(
         parse((model_dir / "config.pbtxt").read_text()), preserving_proto_field_name=True
     )
-    config.setdefault("dynamic_batching", {})["default_queue_policy"] = queue_policy(policy)
+    if config["backend"] == native.NAME:
+        config["parameters"]["max_queue_size"] = {"string_value": str(policy.max_queue_size)}
+        config["parameters"]["queue_timeout_us"] = {"string_value": str(policy.timeout_us)}
+    else:
+        config.setdefault("dynamic_batching", {})["default_queue_policy"] = queue_policy(policy)
     replace_file(model_dir / "config.pbtxt", render(config).encode())
     manifest = json.loads((model_dir / MANIFEST).read_text())
     path = model_dir / "config.pbtxt"
@@ -49,7 +55,7 @@ def rewrite_config(model_dir: Path, policy: QueuePolicy) -> None:
 
 
 def shedding_copy(src: Path, dst: Path, policy: QueuePolicy | None) -> Path:
-    """A linked copy of src; with a policy, tokenizer's and bert's configs carry it instead of the exported one."""
+    """A linked copy of src; with a policy, bert's config carries it instead of the exported one."""
     linked_copy(src, dst)
     if policy is not None:
         for name in SHEDDING_MODELS:

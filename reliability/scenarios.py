@@ -84,7 +84,7 @@ class ReadyWatch:
 
 
 async def stub_kill(
-    server: ServerProcess, model: str = "bert", rate: float = 40.0, seconds: float = 40.0, kill_at_s: float = 5.0
+    server: ServerProcess, model: str = "tokenizer", rate: float = 40.0, seconds: float = 40.0, kill_at_s: float = 5.0
 ) -> dict[str, Any]:
     """SIGKILL the Python-backend stub of ``model`` under open-loop load; measure the error burst and recovery."""
     url = server.grpc_url

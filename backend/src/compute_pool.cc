@@ -23,21 +23,18 @@ ComputePool::~ComputePool() {
   for (auto& w : workers_) w.join();
 }
 
-void ComputePool::Run(std::function<void()> task) {
-  std::packaged_task<void()> packaged(std::move(task));
-  auto done = packaged.get_future();
+void ComputePool::Post(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(std::move(packaged));
+    queue_.push_back(std::move(task));
   }
   ready_.notify_one();
-  done.get();
 }
 
 void ComputePool::Work() {
   at::set_num_threads(threads_);  // a per-thread OpenMP setting: this thread leads every team it starts
   for (;;) {
-    std::packaged_task<void()> task;
+    std::function<void()> task;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
@@ -45,7 +42,7 @@ void ComputePool::Work() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
-    task();  // the packaged task stores an exception for the caller
+    task();
   }
 }
 

@@ -11,7 +11,6 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <future>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -25,8 +24,8 @@ class ComputePool {
   ComputePool(const ComputePool&) = delete;
   ComputePool& operator=(const ComputePool&) = delete;
 
-  // Runs `task` on a pool thread and waits for it; an exception it throws is rethrown here.
-  void Run(std::function<void()> task);
+  // Runs `task` on a pool thread, after the tasks posted before it. `task` must not throw.
+  void Post(std::function<void()> task);
   int threads() const { return threads_; }
 
  private:
@@ -34,7 +33,7 @@ class ComputePool {
   int threads_;
   std::mutex mutex_;
   std::condition_variable ready_;
-  std::deque<std::packaged_task<void()>> queue_;
+  std::deque<std::function<void()>> queue_;
   bool stopping_ = false;
   std::vector<std::thread> workers_;
 };

@@ -6,27 +6,19 @@
 #include <chrono>
 #include <vector>
 
-#include "compute_pool.h"
 #include "module.h"
 #include "triton_util.h"
 
 namespace bertserve {
 namespace {
 
-// On the CPU the model reads the collated host buffers in place, on a thread of the shared compute pool.
+// On the CPU the model reads the collated host buffers in place (on a compute pool thread: compute_pool.h).
 class HostRuntime : public Runtime {
  public:
   explicit HostRuntime(const ModelSettings& s)
-      : Runtime(s.hidden),
-        pool_(SharedComputePool(s.threads)),
-        module_(Module::Load(s, c10::Device(c10::kCPU), false)) {}
+      : Runtime(s.hidden), module_(Module::Load(s, c10::Device(c10::kCPU), false)) {}
 
   void Run(const int64_t* ids, const int64_t* mask, int64_t batch, int64_t seq, float* out) override {
-    pool_.Run([&] { Forward(ids, mask, batch, seq, out); });
-  }
-
- private:
-  void Forward(const int64_t* ids, const int64_t* mask, int64_t batch, int64_t seq, float* out) {
     c10::InferenceMode guard;
     auto options = at::TensorOptions().dtype(at::kLong);
     at::Tensor t_ids = torch::from_blob(const_cast<int64_t*>(ids), {batch, seq}, options);
@@ -39,7 +31,7 @@ class HostRuntime : public Runtime {
     std::copy_n(result.const_data_ptr<float>(), batch * hidden_, out);
   }
 
-  ComputePool& pool_;
+ private:
   std::unique_ptr<Module> module_;
 };
 

@@ -20,6 +20,7 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 constexpr const char* kManifest = "manifest.json";
+constexpr int64_t kQueueTimeoutUs = 100'000;  // export writes the model's own (export --queue-timeout-us)
 
 BackendError Invalid(const std::string& message) { return BackendError(TRITONSERVER_ERROR_INVALID_ARG, message); }
 
@@ -49,6 +50,22 @@ std::string Parameter(const json& config, const char* key, const std::string& fa
   auto params = config.find("parameters");
   if (params == config.end() || !params->contains(key)) return fallback;
   return Field<std::string>((*params)[key], "string_value", std::string("parameter ") + key);
+}
+
+// An integer parameter of config.pbtxt of at least `min`, or `fallback` when absent.
+int64_t IntParameter(const json& config, const std::string& name, const char* key, int64_t fallback, int64_t min) {
+  const std::string text = Parameter(config, key, "");
+  if (text.empty()) return fallback;
+  int64_t value = 0;
+  try {
+    size_t used = 0;
+    value = std::stoll(text, &used);
+    if (used != text.size()) throw std::invalid_argument(text);
+  } catch (const std::exception&) {
+    throw Invalid(name + ": parameter " + key + " must be an integer, got \"" + text + "\"");
+  }
+  if (value < min) throw Invalid(name + ": parameter " + key + " must be at least " + std::to_string(min));
+  return value;
 }
 
 void Verify(const std::string& name, const fs::path& dir, const json& manifest, const std::string& rel) {
@@ -135,14 +152,14 @@ ModelSettings ReadSettings(const std::string& name, const fs::path& dir, const s
   const auto rel = Field<std::string>(Field<json>(artifacts, s.runtime.c_str(), where), "file", where);
   Verify(name, dir, manifest, rel);
   s.artifact = dir / rel;
-  const std::string threads = Parameter(config, "threads", "0");
-  try {
-    s.threads = std::stoi(threads);
-  } catch (const std::exception&) {
-    throw Invalid(name + ": parameter threads must be an integer, got \"" + threads + "\"");
-  }
-  if (s.threads < 0) throw Invalid(name + ": parameter threads must be 0 (the usable CPUs) or more");
+  s.threads = static_cast<int>(IntParameter(config, name, "threads", 0, 0));
   if (s.threads == 0) s.threads = UsableCpus();
+  s.max_queue_rows = IntParameter(config, name, "max_queue_size", 2 * s.max_batch, 0);
+  if (s.max_queue_rows > 0 && s.max_queue_rows < s.max_batch) {
+    throw Invalid(name + ": parameter max_queue_size must be 0 (no bound) or at least max_batch_size (" +
+                  std::to_string(s.max_batch) + "): one execute may hand over a full batch");
+  }
+  s.queue_timeout_us = static_cast<uint64_t>(IntParameter(config, name, "queue_timeout_us", kQueueTimeoutUs, 0));
   return s;
 }
 

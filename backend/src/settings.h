@@ -18,6 +18,10 @@ struct ModelSettings {
   std::string runtime;  // "aoti" or "torchscript"
   std::filesystem::path artifact;
   int threads = 1;  // intra-op threads of each instance
+  // CPU load shedding (instance_state.h): sequences that may wait per instance; the longest wait before a
+  // request is refused (a client's own shorter timeout wins). 0: no bound.
+  int64_t max_queue_rows = 0;
+  uint64_t queue_timeout_us = 0;
 };
 
 // Reads the settings and verifies the artifact against the sha256 in the manifest before anything loads it

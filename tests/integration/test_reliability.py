@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.reliability
 
 @pytest.fixture()
 def shedding_server(exported_repository, tmp_path):
-    """The exported repository with the generated default queue policy in tokenizer and bert."""
+    """The exported repository with the generated default shedding in bert."""
     repo = shedding_copy(exported_repository, tmp_path / "repo", QueuePolicy.for_batch(32))
     with processes.running(repo, tmp_path / "server.log") as server:
         yield server
@@ -33,8 +33,8 @@ def test_overload_is_shed_fast_with_unavailable_and_the_server_recovers(shedding
     assert r["after"]["accounted"] and r["after"]["failed"] <= max(1, r["after"]["sent"] // 50) and r["ready_after"]
 
 
-def test_killed_bert_stub_is_restarted_and_only_in_flight_requests_fail(shedding_server):
-    r = asyncio.run(scenarios.stub_kill(shedding_server, rate=30.0, seconds=35.0, kill_at_s=4.0))
+def test_killed_tokenizer_stub_is_restarted_and_only_in_flight_requests_fail(shedding_server):
+    r = asyncio.run(scenarios.stub_kill(shedding_server, model="tokenizer", rate=30.0, seconds=35.0, kill_at_s=4.0))
     assert r["run"]["accounted"]
     assert r["stub_pid"]["new"] not in (None, r["stub_pid"]["killed"])
     assert r["back_to_ready_s"] is not None and r["back_to_ready_s"] < 30

@@ -1,4 +1,4 @@
-"""Generated Triton configs: the queue policy is there when shedding, absent when not."""
+"""Generated Triton configs: where shedding lives (Triton's queue policy or the native backend) and when not."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 
 from export.config import parse_args
 from export.model_configs import QueuePolicy, ServingShape, bert_config, parse, render, tokenizer_config
+from serving import native
 
 SHAPE = ServingShape(
     max_batch=32,
@@ -20,26 +21,44 @@ SHAPE = ServingShape(
     warmup_seq=8,
     queue=QueuePolicy(max_queue_size=64, timeout_us=100_000),
 )
-CONFIGS = {
-    "tokenizer": tokenizer_config,
-    "bert": lambda shape: bert_config("bert", shape, "int8", "aoti"),
-}
 
 
-@pytest.mark.parametrize("model", sorted(CONFIGS))
-def test_shedding_writes_the_queue_policy(model):
-    batching = parse(render(CONFIGS[model](SHAPE))).dynamic_batching
+def python_bert(shape: ServingShape):
+    return bert_config("bert", shape, "int8", "aoti")
+
+
+def native_bert(shape: ServingShape):
+    return bert_config("bert", shape, "int8", "aoti", backend=native.NAME)
+
+
+def test_the_python_encoder_sheds_through_triton_queue_policy():
+    batching = parse(render(python_bert(SHAPE))).dynamic_batching
     assert batching.max_queue_delay_microseconds == 500
-    assert batching.HasField("default_queue_policy")
     policy = batching.default_queue_policy
     assert (policy.max_queue_size, policy.default_timeout_microseconds) == (64, 100_000)
     assert policy.allow_timeout_override
 
 
-@pytest.mark.parametrize("model", sorted(CONFIGS))
-def test_without_shedding_there_is_no_queue_policy(model):
-    batching = parse(render(CONFIGS[model](dataclasses.replace(SHAPE, queue=None)))).dynamic_batching
+@pytest.mark.parametrize("kind", ["KIND_CPU", "KIND_GPU"])
+def test_the_native_encoder_sheds_itself_without_a_queue_policy(kind):
+    config = parse(render(native_bert(dataclasses.replace(SHAPE, kind=kind))))
+    assert not config.dynamic_batching.HasField("default_queue_policy")  # it would bring back the 500 ms poll
+    assert config.parameters["max_queue_size"].string_value == "64"
+    assert config.parameters["queue_timeout_us"].string_value == "100000"
+    unbounded = parse(render(native_bert(dataclasses.replace(SHAPE, queue=None))))
+    assert unbounded.parameters["max_queue_size"].string_value == "0"
+    assert unbounded.parameters["queue_timeout_us"].string_value == "0"
+
+
+def test_the_tokenizer_has_no_queue_policy():
+    batching = parse(render(tokenizer_config(SHAPE))).dynamic_batching
     assert batching.max_queue_delay_microseconds == 500  # still batched dynamically
+    assert not batching.HasField("default_queue_policy")
+
+
+def test_without_shedding_there_is_no_queue_policy():
+    batching = parse(render(python_bert(dataclasses.replace(SHAPE, queue=None)))).dynamic_batching
+    assert batching.max_queue_delay_microseconds == 500
     assert not batching.HasField("default_queue_policy")
 
 

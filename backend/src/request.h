@@ -1,0 +1,42 @@
+// One inference request while the backend holds it: its inputs read and validated, its embedding or its error,
+// then one response, its statistics and its release. Every request the backend accepts leaves through Finish.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "batching.h"
+#include "metrics.h"
+#include "settings.h"
+#include "triton_api.h"
+
+namespace bertserve {
+
+struct Pending {
+  TRITONBACKEND_Request* request = nullptr;
+  uint64_t arrived_ns = 0;  // when execute received it
+  std::vector<int64_t> ids, mask;
+  TokenBatch batch;
+  std::vector<int64_t> lengths;
+  std::optional<RequestError> error;
+  std::vector<float> embedding;  // [rows, hidden]
+  bool responded = false;        // a final response went out (or could not be created)
+  bool released = false;
+
+  // Reads input_ids and attention_mask and validates them; sets `error` for a bad request.
+  void Read(const ModelSettings& settings);
+  // Sends the one response (the embedding, or the error with its status) and counts a failure by reason.
+  void Respond(const ModelSettings& settings, Metrics& metrics);
+  // Reports the request's statistics to Triton (exec_start_ns: when its execution began) and releases it.
+  void Finish(TRITONBACKEND_ModelInstance* instance, uint64_t exec_start_ns, uint64_t compute_start_ns,
+              uint64_t compute_end_ns, uint64_t exec_end_ns);
+};
+
+// A request the backend could not serve through no fault of its input.
+RequestError Internal(const std::string& message);
+// A request refused to protect the others (queue full, waited past its deadline): UNAVAILABLE, retry elsewhere.
+RequestError Unavailable(const std::string& reason, const std::string& message);
+
+}  // namespace bertserve
