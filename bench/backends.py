@@ -29,12 +29,13 @@ import torch
 
 from bench.report import machine
 from bench.stats import percentile
-from export.model_configs import parse
+from export.model_configs import QueuePolicy, parse
 from export.repository import SERVING_MODELS, file_hashes
 from loadtest.config import LoadTestConfig, int_list
 from loadtest.payload import build_pool, perf_analyzer_input_data
 from loadtest.perf_analyzer_compare import ensure_perf_analyzer, run_perf_analyzer
 from reliability import processes
+from reliability.repository import rewrite_config
 from serving import native
 from serving.manifest import MANIFEST, REPOSITORY_INDEX, read
 from serving.runtime import Runtime
@@ -44,10 +45,11 @@ BACKENDS = ("native", "python")
 
 
 def python_twin(repo: Path, dest: Path) -> Path:
-    """A copy of ``repo`` whose native encoders run in the Python backend instead (artifacts untouched)."""
+    """A copy of ``repo`` whose native encoders run in the Python backend instead (artifacts untouched), with the
+    queue policy that backend sheds through (export's default)."""
     from google.protobuf import text_format
 
-    shutil.copytree(repo, dest, symlinks=True)
+    shutil.copytree(repo, dest, symlinks=True)  # a real copy: rewrite_config replaces files in place
     index = json.loads((dest / REPOSITORY_INDEX).read_text())
     for name, spec in index["models"].items():
         if spec["backend"] != native.NAME:
@@ -56,6 +58,7 @@ def python_twin(repo: Path, dest: Path) -> Path:
         config.backend = "python"
         config.parameters["EXECUTION_ENV_PATH"].string_value = sys.prefix
         (dest / name / "config.pbtxt").write_text(text_format.MessageToString(config))
+        rewrite_config(dest / name, QueuePolicy.for_batch(config.max_batch_size))
         shutil.copyfile(SERVING_MODELS / "bert.py", dest / name / "1" / "model.py")
         manifest = read(dest / name)
         manifest["files"] = file_hashes(dest / name)
@@ -182,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--build", type=Path, default=Path("build"))
     p.add_argument("--output-dir", type=Path, default=Path("reports"))
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     torch.set_num_threads(len(os.sched_getaffinity(0)))
     work = Path(tempfile.mkdtemp(prefix="bench-backends-"))
     repos = {
