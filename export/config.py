@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from export.errors import ConfigError
+from export.model_configs import QUEUE_TIMEOUT_US
 
 PRECISIONS = ("fp32", "fp16", "int8")
 TARGETS = ("cpu", "cuda")
@@ -27,7 +28,7 @@ class ExportConfig:
     instances: int = 1
     max_queue_delay_us: int = 500
     max_queue_size: int | None = None  # None: two full batches
-    queue_timeout_us: int = 1_000_000  # longest wait in a model's queue before REJECT (UNAVAILABLE)
+    queue_timeout_us: int = QUEUE_TIMEOUT_US  # longest wait in a model's queue before UNAVAILABLE
     shedding: bool = True  # False: no queue policy at all (unbounded queues; see model_configs.QueuePolicy)
     gelu_epilogue: bool = True  # fp16 (CUDA): the FFN GELU inside its GEMM (export.fusion)
     skip: frozenset[str] = field(default_factory=frozenset)  # artifact paths not to build (e.g. {"onnx"})
@@ -137,7 +138,7 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
     p.add_argument(
         "--queue-timeout-us",
         type=int,
-        default=int(_env("QUEUE_TIMEOUT_US", "1000000")),
+        default=int(_env("QUEUE_TIMEOUT_US", str(d["queue_timeout_us"].default))),
         help="longest wait in a model's queue before REJECT; clients may ask for less",
     )
     p.add_argument(

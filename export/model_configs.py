@@ -58,10 +58,11 @@ class QueuePolicy:
         return cls(max_queue_size=2 * max_batch, timeout_us=QUEUE_TIMEOUT_US)
 
 
-# The default longest wait in a model's queue before REJECT. A full batch of 32 takes ~100 ms on a 2-core CPU and a
-# burst of concurrent clients can queue a few batches; past a second nobody is waiting for the answer any more.
-# Clients with tighter deadlines send them (the per-request timeout, allow_timeout_override) (reliability/README.md).
-QUEUE_TIMEOUT_US = 1_000_000
+# The default longest wait in a model's queue before UNAVAILABLE: five times the 10 ms latency budget. A request that
+# waited that long has missed its SLO; refused, its client can retry elsewhere instead of adding to the queue. Under
+# 3x overload on the 2-core CPU the accepted requests' p99 was 4.5x the unloaded one with 50 ms, 8.9x with 1 s
+# (docs/PERFORMANCE.md). Clients with tighter deadlines send them (the per-request timeout) (reliability/README.md).
+QUEUE_TIMEOUT_US = 50_000
 
 
 def render(config: dict[str, Any]) -> str:
