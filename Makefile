@@ -40,7 +40,7 @@ backend-asan: $(STAMP) ## Build the backend with AddressSanitizer and run the in
 	  CMAKE_ARGS="-DBERTSERVE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo"
 	BERTSERVE_BACKEND_LIBRARY=$(CURDIR)/$(BACKEND_BUILD)-asan/libtriton_bertserve.so \
 	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
-	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:verify_asan_link_order=0 \
 	  $(PY) -m pytest tests/integration -m "integration and not slow" -p no:cacheprovider $(ARGS)
 
 tools: setup ## Install the system tools the tests need (Debian prometheus/promtool; kubectl is checked)

@@ -127,7 +127,8 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
         "--max-queue-delay-us",
         type=int,
         default=int(_env("MAX_QUEUE_DELAY_US", str(d["max_queue_delay_us"].default))),
-        help="longest a request waits in the dynamic batcher for others to join its batch (0: never waits)",
+        help="longest a request waits in the dynamic batcher for others to join its batch (0: never waits); "
+        "the tokenizer and a Python encoder (a native encoder batches what queues during a forward)",
     )
     p.add_argument(
         "--max-queue-size",

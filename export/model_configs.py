@@ -136,8 +136,9 @@ def bert_config(
         params["EXECUTION_ENV_PATH"] = shape.execution_env
     else:
         # The native backend queues and sheds itself (backend/src/instance_state.h): Triton's queue policy
-        # would turn off the batcher's prefetch and bring back its 500 ms poll. 0: no bound.
-        batching = _batching(shape)
+        # would turn off the batcher's prefetch and bring back its 500 ms poll. 0: no bound. Nor does it need
+        # Triton to hold requests back for company: what arrives during a forward joins the next one.
+        batching = {"max_queue_delay_microseconds": 0}
         params["max_queue_size"] = str(shape.queue.max_queue_size if shape.queue else 0)
         params["queue_timeout_us"] = str(shape.queue.timeout_us if shape.queue else 0)
     ragged = {"data_type": "TYPE_INT64", "dims": [-1], "allow_ragged_batch": True}
