@@ -35,16 +35,14 @@ $(BACKEND_LIB): $(STAMP) backend/CMakeLists.txt $(wildcard backend/src/* backend
 	  $(CMAKE_ARGS) > $(BACKEND_BUILD).cmake.log || (cat $(BACKEND_BUILD).cmake.log; exit 1)
 	cmake --build $(BACKEND_BUILD) -j 2
 
-backend-asan: $(STAMP) ## Build the backend with AddressSanitizer and run the integration tests on it (slow)
+backend-asan: $(STAMP) ## Build the backend with ASan + UBSan and run its integration tests on it (slow)
 	@$(MAKE) --no-print-directory $(BACKEND_BUILD)-asan/libtriton_bertserve.so BACKEND_BUILD=$(BACKEND_BUILD)-asan \
 	  CMAKE_ARGS="-DBERTSERVE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo"
-	BERTSERVE_BACKEND_LIBRARY=$(CURDIR)/$(BACKEND_BUILD)-asan/libtriton_bertserve.so \
+	BERTSERVE_BACKEND_LIBRARY=$(CURDIR)/$(BACKEND_BUILD)-asan/libtriton_bertserve.so BERTSERVE_TEST_NATIVE_ONLY=1 \
 	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:verify_asan_link_order=0 \
-	  $(PY) -m pytest tests/integration -m "integration and not slow" -p no:cacheprovider $(ARGS)
-
-tools: setup ## Install the system tools the tests need (Debian prometheus/promtool; kubectl is checked)
-	bash deploy/ci-tools.sh
+	  $(PY) -m pytest tests/integration/test_native.py tests/integration/test_fuzz.py \
+	  -p no:cacheprovider $(ARGS)
 
 export: setup ## Export the default model (MiniLM, CPU) into model_repository/  (ARGS="--help" for options)
 	$(PY) -m export $(ARGS)

@@ -50,32 +50,42 @@ InstanceState::~InstanceState() {
 }
 
 void InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count) noexcept {
-  std::vector<std::unique_ptr<Pending>> valid;
+  std::vector<std::unique_ptr<Pending>> pending;  // an entry handed to the queue becomes null
   const uint64_t now = NowNs();
   try {
+    pending.reserve(count);
     for (uint32_t i = 0; i < count; ++i) {
-      auto p = std::make_unique<Pending>();
-      p->request = requests[i];
-      p->arrived_ns = now;
-      p->Read(model_->settings());
-      if (p->error) {
-        Refuse(*p, *p->error);
-      } else {
-        valid.push_back(std::move(p));
-      }
+      pending.push_back(std::make_unique<Pending>());
+      Pending& p = *pending.back();
+      p.request = requests[i];
+      p.arrived_ns = now;
+      p.Read(model_->settings());
+      if (p.error) Refuse(p, *p.error);
     }
-    Enqueue(std::move(valid));
+    Enqueue(pending);
   } catch (const std::exception& e) {  // e.g. out of memory: answer what is left rather than take the server down
     BERTSERVE_LOG(ERROR, model_->settings().name + ": execute failed: " + e.what());
-    for (auto& p : valid) {
-      if (!p) continue;  // handed to the queue
-      if (!p->responded) {
-        p->error = Internal(e.what());
-        p->Respond(model_->settings(), model_->metrics());
+    for (uint32_t i = 0; i < count; ++i) {
+      if (i >= pending.size()) {  // never read
+        FailUnread(requests[i], e.what());
+      } else if (Pending* p = pending[i].get(); p != nullptr && !p->released) {
+        if (!p->responded) {
+          p->error = Internal(e.what());
+          p->Respond(model_->settings(), model_->metrics());
+        }
+        p->Finish(instance_, now, now, now, NowNs());
       }
-      p->Finish(instance_, now, now, now, NowNs());
     }
   }
+}
+
+void InstanceState::FailUnread(TRITONBACKEND_Request* request, const char* what) noexcept {
+  TRITONBACKEND_Response* response = nullptr;
+  if (TRITONBACKEND_ResponseNew(&response, request) == nullptr) {
+    ErrorPtr error(TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, what));
+    ErrorPtr(TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, error.get()));
+  }
+  ErrorPtr(TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL));
 }
 
 void InstanceState::Refuse(Pending& p, RequestError error) {
@@ -136,28 +146,26 @@ uint64_t InstanceState::DeadlineUs(const Pending& p) const {
   return std::min(client, model);
 }
 
-void InstanceState::Enqueue(std::vector<std::unique_ptr<Pending>> valid) {
+void InstanceState::Enqueue(std::vector<std::unique_ptr<Pending>>& pending) {
   const ModelSettings& s = model_->settings();
-  std::vector<std::unique_ptr<Pending>> refused;
   bool post = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& p : valid) {
+    for (auto& p : pending) {
+      if (p->error) continue;  // refused already
       const int64_t rows = p->batch.rows();
-      if (s.max_queue_rows > 0 && !queue_.empty() && queued_rows_ + rows > s.max_queue_rows) {
-        refused.push_back(std::move(p));
-        continue;
-      }
+      if (s.max_queue_rows > 0 && !queue_.empty() && queued_rows_ + rows > s.max_queue_rows) continue;
       queued_rows_ += rows;
       queue_.push_back(std::move(p));
     }
     if (!serving_ && !queue_.empty()) serving_ = post = true;
   }
-  for (auto& p : refused) {
+  if (post) pool_->Post([this] { ServeQueued(); });
+  for (auto& p : pending) {
+    if (p == nullptr || p->released) continue;
     Refuse(*p, Unavailable("queue_full", s.name + " is overloaded: " + std::to_string(s.max_queue_rows) +
                                              " sequences are already waiting; retry later"));
   }
-  if (post) pool_->Post([this] { ServeQueued(); });
 }
 
 void InstanceState::ServeQueued() {

@@ -40,7 +40,10 @@ class InstanceState {
   // Collates, runs, responds to and releases valid requests; exec_start_ns: when their execution began.
   void Serve(const std::vector<Pending*>& batch, uint64_t exec_start_ns);
   void Refuse(Pending& p, RequestError error);
-  void Enqueue(std::vector<std::unique_ptr<Pending>> valid);
+  // Queues the valid requests that fit (their entries become null) and refuses the others.
+  void Enqueue(std::vector<std::unique_ptr<Pending>>& pending);
+  // Answers a request execute could not even read (INTERNAL) and releases it.
+  void FailUnread(TRITONBACKEND_Request* request, const char* what) noexcept;
   void ServeQueued();  // on a compute pool thread: one batch from the queue
   uint64_t DeadlineUs(const Pending& p) const;
 

@@ -21,10 +21,14 @@ import pytest
 
 from export.repository import code_sha256
 from reliability.processes import http_status
+from serving import native
 
 ROOT = Path(__file__).resolve().parents[2]
 TEST_REPOSITORY = ROOT / "build" / "test-repository"
 READY_TIMEOUT_S = 180
+# Serve only the native encoder models (no tokenizer stub, no embed): `make backend-asan` sets it, because the
+# Python-backend stub, which inherits the sanitizer's preload from tritonserver, crashes under it.
+NATIVE_ONLY = os.environ.get("BERTSERVE_TEST_NATIVE_ONLY", "") == "1"
 
 
 def free_port() -> int:
@@ -52,20 +56,31 @@ def _fresh(repo: Path) -> bool:
 
 
 @pytest.fixture(scope="session")
-def exported_repository() -> Path:
+def exported_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real default model (MiniLM, CPU, fp32 + int8) exported end to end, once per code version.
 
     BERTSERVE_TEST_REPOSITORY names an already exported repository to use as it is instead."""
     given = os.environ.get("BERTSERVE_TEST_REPOSITORY")
-    if given:
-        return Path(given).resolve()
-    if not _fresh(TEST_REPOSITORY):
+    repo = Path(given).resolve() if given else TEST_REPOSITORY
+    if not given and not _fresh(TEST_REPOSITORY):
         subprocess.run(
             [sys.executable, "-m", "export", "--output", str(TEST_REPOSITORY)],
             cwd=ROOT,
             check=True,
         )
-    return TEST_REPOSITORY
+    return native_only_copy(repo, tmp_path_factory.mktemp("native-only")) if NATIVE_ONLY else repo
+
+
+def native_only_copy(repo: Path, work: Path) -> Path:
+    """A linked copy of ``repo`` whose index lists only the models of the native backend."""
+    from reliability.repository import linked_copy, replace_file
+
+    copy = linked_copy(repo, work / "repo")
+    index = json.loads((copy / "repository.json").read_text())
+    index["models"] = {m: spec for m, spec in index["models"].items() if spec["backend"] == native.NAME}
+    index["ensemble_requires"] = {}
+    replace_file(copy / "repository.json", json.dumps(index).encode())
+    return copy
 
 
 def sibling_model(repository: Path) -> str:
