@@ -60,8 +60,9 @@ class QueuePolicy:
 
 # The default longest wait in a model's queue before UNAVAILABLE: five times the 10 ms latency budget. A request that
 # waited that long has missed its SLO; refused, its client can retry elsewhere instead of adding to the queue. Under
-# 3x overload on the 2-core CPU the accepted requests' p99 was 4.5x the unloaded one with 50 ms, 8.9x with 1 s
-# (docs/PERFORMANCE.md). Clients with tighter deadlines send them (the per-request timeout) (reliability/README.md).
+# 3x overload on the 2-core CPU the accepted requests' p99 was 4.4x the unloaded one with 50 ms, 8.9-10x with 1 s
+# (docs/PERFORMANCE.md). The native encoder applies it only while more than a batch waits. Clients with tighter
+# deadlines send them (the per-request timeout) (reliability/README.md).
 QUEUE_TIMEOUT_US = 50_000
 
 
@@ -136,9 +137,8 @@ def bert_config(
         params["EXECUTION_ENV_PATH"] = shape.execution_env
     else:
         # The native backend queues and sheds itself (backend/src/instance_state.h): Triton's queue policy
-        # would turn off the batcher's prefetch and bring back its 500 ms poll. 0: no bound. Nor does it need
-        # Triton to hold requests back for company: what arrives during a forward joins the next one.
-        batching = {"max_queue_delay_microseconds": 0}
+        # would turn off the batcher's prefetch and bring back its 500 ms poll. 0: no bound.
+        batching = _batching(shape)
         params["max_queue_size"] = str(shape.queue.max_queue_size if shape.queue else 0)
         params["queue_timeout_us"] = str(shape.queue.timeout_us if shape.queue else 0)
     ragged = {"data_type": "TYPE_INT64", "dims": [-1], "allow_ragged_batch": True}

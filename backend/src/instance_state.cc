@@ -138,10 +138,12 @@ void InstanceState::Serve(const std::vector<Pending*>& batch, uint64_t exec_star
   for (Pending* p : batch) m.Request(Seconds(p->arrived_ns, exec_end));
 }
 
-uint64_t InstanceState::DeadlineUs(const Pending& p) const {
-  uint64_t client = 0;  // the client's own timeout, where it sent one
+uint64_t InstanceState::DeadlineUs(const Pending& p, bool overloaded) const {
+  uint64_t client = 0;  // the client's own timeout, where it sent one: it holds whatever the load
   ErrorPtr(TRITONBACKEND_InferenceRequestTimeoutMicroseconds(p.request, &client));
-  const uint64_t model = model_->settings().queue_timeout_us;
+  // The model's holds only while more than a batch waits: shedding is for overload, not for a request that a
+  // scheduling hiccup delayed while the queue is short and about to run it.
+  const uint64_t model = overloaded ? model_->settings().queue_timeout_us : 0;
   if (client == 0 || model == 0) return std::max(client, model);  // 0: none
   return std::min(client, model);
 }
@@ -172,14 +174,17 @@ void InstanceState::ServeQueued() {
   const ModelSettings& s = model_->settings();
   const uint64_t start = NowNs();
   std::vector<std::unique_ptr<Pending>> taken, expired;
+  std::vector<uint64_t> deadlines_us;  // of the expired
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    const bool overloaded = queued_rows_ > s.max_batch;
     int64_t rows = 0;
     while (!queue_.empty()) {
       Pending& p = *queue_.front();
       const int64_t r = p.batch.rows();
-      const uint64_t deadline_us = DeadlineUs(p);
+      const uint64_t deadline_us = DeadlineUs(p, overloaded);
       const bool late = deadline_us > 0 && start > p.arrived_ns && start - p.arrived_ns > deadline_us * 1000;
+      if (late) deadlines_us.push_back(deadline_us);
       if (!late && rows > 0 && rows + r > s.max_batch) break;
       queued_rows_ -= r;
       (late ? expired : taken).push_back(std::move(queue_.front()));
@@ -187,10 +192,10 @@ void InstanceState::ServeQueued() {
       if (!late) rows += r;
     }
   }
-  for (auto& p : expired) {
-    const uint64_t waited_us = (start - p->arrived_ns) / 1000;
-    Refuse(*p, Unavailable("queue_timeout", s.name + ": the request waited " + Ms(waited_us) +
-                                                " in the queue, past its deadline of " + Ms(DeadlineUs(*p))));
+  for (size_t i = 0; i < expired.size(); ++i) {
+    const uint64_t waited_us = (start - expired[i]->arrived_ns) / 1000;
+    Refuse(*expired[i], Unavailable("queue_timeout", s.name + ": the request waited " + Ms(waited_us) +
+                                                         " in the queue, past its deadline of " + Ms(deadlines_us[i])));
   }
   std::vector<Pending*> batch;
   for (auto& p : taken) batch.push_back(p.get());

@@ -5,8 +5,9 @@
 // the instance's own (its stream and CUDA graphs). Triton's instance thread is therefore always waiting for
 // work, so its dynamic batcher never stalls (with a queue policy, tritonserver 2.51 waits for a busy instance
 // by polling every 500 ms), and the backend, which sees every queued request, does the load shedding: a full
-// queue refuses at once, a request that waited past its deadline is refused when its turn comes (both
-// UNAVAILABLE). Whatever arrives while a forward runs is batched into the next one.
+// queue refuses at once; a request that waited past its deadline (the client's timeout, or the model's while
+// more than a batch waits) is refused when its turn comes (both UNAVAILABLE). Whatever arrives while a forward
+// runs is batched into the next one.
 #pragma once
 
 #include <condition_variable>
@@ -45,7 +46,8 @@ class InstanceState {
   // Answers a request execute could not even read (INTERNAL) and releases it.
   void FailUnread(TRITONBACKEND_Request* request, const char* what) noexcept;
   void ServeQueued();  // on a compute pool thread: one batch from the queue
-  uint64_t DeadlineUs(const Pending& p) const;
+  // The longest `p` may wait (0: none): the client's timeout, and the model's while `overloaded`.
+  uint64_t DeadlineUs(const Pending& p, bool overloaded) const;
 
   ModelState* model_;
   TRITONBACKEND_ModelInstance* instance_;
