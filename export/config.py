@@ -36,6 +36,7 @@ class ExportConfig:
     # native: the encoder models run in the C++ backend inside tritonserver (backend/); python: in a backend stub
     encoder_backend: str = "native"
     threads: int = 0  # intra-op threads per encoder instance; 0: the CPUs the server process may use
+    serve: str | None = None  # the precision bert serves; None: export.serving_choice's rule
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
@@ -57,6 +58,10 @@ class ExportConfig:
             raise ConfigError("fp16 needs --target cuda (this CPU path has no fast fp16 kernels)")
         if len(set(self.precisions)) != len(self.precisions):
             raise ConfigError(f"precision listed twice: {','.join(self.precisions)}")
+        if self.serve is not None and self.serve not in self.precisions:
+            raise ConfigError(
+                f"--serve {self.serve} is not among the exported precisions ({','.join(self.precisions)})"
+            )
 
     def _check_limits(self) -> None:
         if not 1 <= self.max_batch <= 1024:
@@ -127,8 +132,7 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
         "--max-queue-delay-us",
         type=int,
         default=int(_env("MAX_QUEUE_DELAY_US", str(d["max_queue_delay_us"].default))),
-        help="longest a request waits in the dynamic batcher for others to join its batch (0: never waits); "
-        "the tokenizer and a Python encoder (a native encoder batches what queues during a forward)",
+        help="longest a request waits in the dynamic batcher for others to join its batch (0: never waits)",
     )
     p.add_argument(
         "--max-queue-size",
@@ -181,6 +185,12 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
         default=int(_env("THREADS", "0")),
         help="intra-op threads per encoder instance (0: the CPUs the server process may use, affinity and cgroup quota)",
     )
+    p.add_argument(
+        "--serve",
+        default=_env("SERVE", None),
+        help="the precision bert serves (default: the lowest that passed its gate, unless another measured 10%% "
+        "faster at batch 1; see export/serving_choice.py)",
+    )
     a = p.parse_args(argv)
     if a.precision:
         precisions = tuple(s.strip() for s in a.precision.split(",") if s.strip())
@@ -204,4 +214,5 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
         execution_env=a.execution_env,
         encoder_backend=a.encoder_backend,
         threads=a.threads,
+        serve=a.serve or None,
     )

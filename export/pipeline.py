@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ import torch
 from torch import nn
 
 from export import artifacts as art
-from export import checkpoint, fusion, model_configs
+from export import checkpoint, fusion, model_configs, serving_choice
 from export.config import ExportConfig
 from export.encoder import Encoder
 from export.errors import AccuracyGateError, ExportError
@@ -50,25 +49,6 @@ class Variant:
     @property
     def staging_name(self) -> str:
         return f"bert_{self.precision}"
-
-
-def rank_latency(variants: list[Variant], seqs: tuple[int, ...] = (16, 64), rounds: int = 7, iters: int = 5) -> None:
-    """Median batch-1 latency of each variant's runtime artifact, interleaved round by round so that machine
-    noise hits every variant alike; sets ``latency_ms`` (the mean over ``seqs`` of the medians)."""
-    inputs = [(torch.randint(1000, 2000, (1, n)), torch.ones(1, n, dtype=torch.int64)) for n in seqs]
-    times: dict[tuple[int, int], list[float]] = {}
-    for v in variants:
-        for ids, mask in inputs:
-            v.runner(ids, mask)  # warm-up, uncounted
-    for _ in range(rounds):
-        for i, v in enumerate(variants):
-            for j, (ids, mask) in enumerate(inputs):
-                for _ in range(iters):
-                    start = time.perf_counter()
-                    v.runner(ids, mask)
-                    times.setdefault((i, j), []).append(time.perf_counter() - start)
-    for i, v in enumerate(variants):
-        v.latency_ms = statistics.mean(statistics.median(times[i, j]) for j in range(len(seqs))) * 1e3
 
 
 def _eager_runner(module: nn.Module, device: str) -> art.Runner:
@@ -195,7 +175,9 @@ def run(cfg: ExportConfig) -> Path:
         for v in variants:
             not_built += _build(cfg, v, writer.version_dir(v.staging_name), max_seq, verifier, steps)
         with steps.step("rank latency"):
-            rank_latency(variants)
+            latency = serving_choice.batch1_latency_ms({v.precision: v.runner for v in variants})
+            for v in variants:
+                v.latency_ms = latency[v.precision]
         with steps.step("write repository"):
             report = _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, steps)
             out = writer.commit()
@@ -222,7 +204,9 @@ def _encoder_backend(cfg: ExportConfig, v: Variant) -> str:
 
 
 def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, steps) -> dict[str, Any]:
-    served = min(variants, key=lambda v: v.latency_ms)
+    choice = serving_choice.choose({v.precision: v.latency_ms for v in variants}, cfg.serve)
+    served = next(v for v in variants if v.precision == choice.precision)
+    log.info("bert serves %s: %s", choice.precision, choice.reason)
     names = {v.precision: ("bert" if v is served else v.staging_name) for v in variants}
     for v in variants:
         if names[v.precision] != v.staging_name:
@@ -246,6 +230,7 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
         "artifacts": [{"model": names[v.precision], **e} for v in variants for e in v.built.values()],
         "not_applicable": [{**n, "model": names[n["model"].removeprefix("bert_")]} for n in not_built],
         "latency_ms": {names[v.precision]: round(v.latency_ms, 3) for v in variants},
+        "served": {"precision": choice.precision, "reason": choice.reason},
         "runtime": {names[v.precision]: v.runtime for v in variants},
         "steps_seconds": steps.seconds,
     }
@@ -310,6 +295,7 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
         {
             **common,
             "served": {"bert": served.precision},
+            "served_reason": choice.reason,
             "models": {name: {"backend": backend} for name, backend in models.items()},
             "ensemble_requires": {"embed": ["tokenizer", "bert"]},
         }

@@ -1,0 +1,71 @@
+"""Which precision ``bert`` serves: a rule a user can read, from a timing that other load does not decide.
+
+The rule: ``bert`` serves the lowest precision that passed its accuracy gate (int8, then fp16, then fp32: a lower
+precision exists to be faster), unless another precision measured at least ``MARGIN`` faster at batch 1;
+``export --serve PRECISION`` overrides both. The timing interleaves the precisions round by round and keeps, per
+precision and length, the fastest round's median: load from other processes only ever adds time, so the least
+disturbed round is the closest to the artifact's own cost (one median over every call served fp32 on one export
+and int8 on the next on the same busy box).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+PREFERENCE = ("int8", "fp16", "fp32")
+MARGIN = 0.10
+
+Runner = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def batch1_latency_ms(
+    runners: dict[str, Runner], seqs: tuple[int, ...] = (16, 64), rounds: int = 7, iters: int = 5
+) -> dict[str, float]:
+    """Per precision: the mean over ``seqs`` of the fastest round's median batch-1 latency, in ms."""
+    inputs = [(torch.randint(1000, 2000, (1, n)), torch.ones(1, n, dtype=torch.int64)) for n in seqs]
+    for run in runners.values():
+        for ids, mask in inputs:
+            run(ids, mask)  # warm-up, uncounted
+    best: dict[tuple[str, int], float] = {}
+    for _ in range(rounds):
+        for name, run in runners.items():
+            for j, (ids, mask) in enumerate(inputs):
+                times = []
+                for _ in range(iters):
+                    start = time.perf_counter()
+                    run(ids, mask)
+                    times.append(time.perf_counter() - start)
+                best[name, j] = min(best.get((name, j), float("inf")), statistics.median(times))
+    return {name: statistics.mean(best[name, j] for j in range(len(seqs))) * 1e3 for name in runners}
+
+
+@dataclass(frozen=True)
+class Choice:
+    precision: str
+    reason: str
+
+
+def choose(latency_ms: dict[str, float], forced: str | None = None) -> Choice:
+    """The precision ``bert`` serves, and why, in words a user reads in the manifest and the export report."""
+    if forced is not None:
+        return Choice(forced, f"export --serve {forced}")
+    preferred = min(latency_ms, key=PREFERENCE.index)
+    fastest = min(latency_ms, key=lambda p: latency_ms[p])
+    if fastest != preferred and latency_ms[fastest] <= (1 - MARGIN) * latency_ms[preferred]:
+        return Choice(
+            fastest,
+            f"{fastest} measured {latency_ms[fastest]:.2f} ms at batch 1 against {preferred}'s "
+            f"{latency_ms[preferred]:.2f} ms, more than {MARGIN:.0%} faster",
+        )
+    if len(latency_ms) == 1:
+        return Choice(preferred, f"{preferred} is the only precision exported")
+    return Choice(
+        preferred,
+        f"{preferred} is the lowest precision that passed its gate, and no other measured {MARGIN:.0%} faster "
+        f"({', '.join(f'{p} {ms:.2f} ms' for p, ms in sorted(latency_ms.items()))} at batch 1)",
+    )
