@@ -20,7 +20,7 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 constexpr const char* kManifest = "manifest.json";
-constexpr int64_t kQueueTimeoutUs = 50'000;  // as export's default; export writes each model's own
+constexpr int64_t kQueueTimeoutUs = 1'000'000;  // as export's default; export writes each model's own
 
 BackendError Invalid(const std::string& message) { return BackendError(TRITONSERVER_ERROR_INVALID_ARG, message); }
 
