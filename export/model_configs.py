@@ -132,15 +132,15 @@ def bert_config(
 
     ``threads``: intra-op threads per instance, 0 for the CPUs the server process may use."""
     params = {"precision": precision, "runtime": runtime, "threads": str(threads)}
-    batching = _shedding(shape)
     if backend == "python":
         params["EXECUTION_ENV_PATH"] = shape.execution_env
+        batching = _shedding(shape)
     else:
         # The native backend queues and sheds itself (backend/src/instance_state.h): Triton's queue policy
         # would turn off the batcher's prefetch and bring back its 500 ms poll. 0: no bound.
-        batching = _batching(shape)
         params["max_queue_size"] = str(shape.queue.max_queue_size if shape.queue else 0)
         params["queue_timeout_us"] = str(shape.queue.timeout_us if shape.queue else 0)
+        batching = _batching(shape)
     ragged = {"data_type": "TYPE_INT64", "dims": [-1], "allow_ragged_batch": True}
     ids = {"data_type": "TYPE_INT64", "dims": [shape.warmup_seq], "input_data_file": WARMUP_IDS}
     mask = {"data_type": "TYPE_INT64", "dims": [shape.warmup_seq], "input_data_file": WARMUP_MASK}
