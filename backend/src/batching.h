@@ -14,10 +14,14 @@ namespace bertserve {
 
 inline constexpr int64_t kPadId = 0;
 
-// A request the model rejects: `reason` labels the failure counter, `message` goes to the client.
+// A request the model rejects: `reason` labels the failure counter, `message` goes to the client, and `kind`
+// decides the status: bad input (INVALID_ARGUMENT), refused to protect the others (UNAVAILABLE), or the
+// backend's own failure (INTERNAL).
 struct RequestError {
+  enum class Kind { kBadInput, kRefused, kInternal };
   std::string reason;
   std::string message;
+  Kind kind = Kind::kBadInput;
 };
 
 // One request's [rows, seq] input_ids and attention_mask, row-major, in memory the caller owns.

@@ -26,7 +26,6 @@ class ComputePool {
 
   // Runs `task` on a pool thread, after the tasks posted before it. `task` must not throw.
   void Post(std::function<void()> task);
-  int threads() const { return threads_; }
 
  private:
   void Work();

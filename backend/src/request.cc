@@ -54,15 +54,23 @@ std::optional<RequestError> ReadInput(
 }
 
 TRITONSERVER_Error_Code CodeOf(const RequestError& e) {
-  if (e.reason == "internal") return TRITONSERVER_ERROR_INTERNAL;
-  if (e.reason == "queue_full" || e.reason == "queue_timeout") return TRITONSERVER_ERROR_UNAVAILABLE;
+  switch (e.kind) {
+    case RequestError::Kind::kInternal:
+      return TRITONSERVER_ERROR_INTERNAL;
+    case RequestError::Kind::kRefused:
+      return TRITONSERVER_ERROR_UNAVAILABLE;
+    case RequestError::Kind::kBadInput:
+      break;
+  }
   return TRITONSERVER_ERROR_INVALID_ARG;
 }
 
 }  // namespace
 
-RequestError Internal(const std::string& message) { return {"internal", message}; }
-RequestError Unavailable(const std::string& reason, const std::string& message) { return {reason, message}; }
+RequestError Internal(const std::string& message) { return {"internal", message, RequestError::Kind::kInternal}; }
+RequestError Unavailable(const std::string& reason, const std::string& message) {
+  return {reason, message, RequestError::Kind::kRefused};
+}
 
 void Pending::Read(const ModelSettings& s) {
   try {
