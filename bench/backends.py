@@ -74,9 +74,10 @@ def python_twin(repo: Path, dest: Path) -> Path:
     return dest
 
 
-def in_process(repo: Path, tokens: tuple[int, ...], calls: int) -> dict[int, dict[str, float]]:
-    """The served artifact of ``bert`` called in this process at batch 1: p50 / p99 ms per token length."""
-    runtime = Runtime(repo / "bert", read(repo / "bert"), "cpu")
+def in_process(repo: Path, tokens: tuple[int, ...], calls: int, device: str) -> dict[int, dict[str, float]]:
+    """The served artifact of ``bert`` called in this process at batch 1: p50 / p99 ms per token length (on CUDA
+    through the served runtime's CUDA graphs, numpy in and out)."""
+    runtime = Runtime(repo / "bert", read(repo / "bert"), device)
     out = {}
     for n in tokens:
         ids = np.full((1, n), 1000, np.int64)
@@ -150,8 +151,9 @@ def summarise(rounds: list[dict[str, Any]], args: argparse.Namespace) -> dict[st
 
 def markdown(result: dict[str, Any]) -> str:
     t = result["table"]
+    where = result["machine"].get("gpu") or result["machine"].get("cpu", "")
     lines = [
-        f"# Encoder backends, native vs Python ({result['machine'].get('cpu', '')}, {result['rounds']} rounds, medians)",
+        f"# Encoder backends, native vs Python ({where}, {result['rounds']} rounds, medians)",
         "",
         f"Repository: `{result['repository']}`; command: `{result['command']}`",
         "",
@@ -187,12 +189,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int_list, default=(4, 8), help="the sweep, at the first token length")
     p.add_argument("--window-ms", type=int, default=3000, help="perf_analyzer measurement interval")
     p.add_argument("--in-process-calls", type=int, default=1000)
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the in-process reference runs")
     p.add_argument("--label", default="cpu")
     p.add_argument("--build", type=Path, default=Path("build"))
     p.add_argument("--output-dir", type=Path, default=Path("reports"))
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
-    torch.set_num_threads(len(os.sched_getaffinity(0)))
+    if args.device == "cpu":
+        torch.set_num_threads(len(os.sched_getaffinity(0)))
     work = Path(tempfile.mkdtemp(prefix="bench-backends-"))
     repos = {
         "native": args.repository.resolve(),
@@ -206,13 +210,15 @@ def main(argv: list[str] | None = None) -> int:
     rounds = []
     for i in range(args.rounds):
         order = BACKENDS if i % 2 == 0 else BACKENDS[::-1]
-        result: dict[str, Any] = {"in_process": in_process(repos["native"], args.tokens, args.in_process_calls)}
+        result: dict[str, Any] = {
+            "in_process": in_process(repos["native"], args.tokens, args.in_process_calls, args.device)
+        }
         for backend in order:
             result[backend] = serve_and_measure(repos[backend], args, data, work)
         log.info("round %d: %s", i + 1, json.dumps(result))
         rounds.append(result)
     out = {
-        "machine": machine("cpu"),
+        "machine": machine(args.device),
         "repository": str(args.repository),
         "command": "python -m bench.backends " + " ".join(argv if argv is not None else sys.argv[1:]),
         "rounds": args.rounds,

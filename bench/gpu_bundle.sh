@@ -1,10 +1,6 @@
 #!/usr/bin/env bash
-# Builds, on a machine with the registry and `make setup` done, what bench/gpu.sh and bench/gpu_serve.sh carry to
-# the GPU machine (Python 3.12, its own torch, no registry):
-#   .whl/                  wheels it lacks, for Python 3.12
-#   .gpu/site.tar.xz       pytriton's tritonserver (bin, Python backend, the 3.12 stub, its libraries but the
-#                          libpython it does not use) and the packaged MiniLM tokenizer files without the weights
-#   .gpu/perf_analyzer.xz  perf_analyzer from the tritonclient 2.41.0 wheel
+# Builds, on a machine with the registry and `make setup` done, what the GPU scripts carry to the GPU machine
+# (Python 3.12, its own torch, no registry); bench/gpu_venv.sh lists it and says how it is used.
 # Both folders stay out of git (.git/info/exclude); name them in the device call's carry.
 set -euo pipefail
 py=.venv/bin/python
@@ -16,7 +12,7 @@ for exclude in /.whl/ /.gpu/; do
   grep -qxF "$exclude" .git/info/exclude 2>/dev/null || echo "$exclude" >>.git/info/exclude
 done
 specs=()
-for name in numpy tritonclient python-rapidjson hdrhistogram pbr torchao; do specs+=("$name==$(version "$name")"); done
+for name in numpy tritonclient python-rapidjson hdrhistogram pbr torchao nlohmann-json; do specs+=("$name==$(version "$name")"); done
 $py -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   --platform manylinux1_x86_64 -d .whl "${specs[@]}"
@@ -36,4 +32,9 @@ tar -cJf .gpu/site.tar.xz -C "$stage" .
 mkdir -p "$stage/pa"
 $py -m pip download -q --no-deps --only-binary=:all: --platform manylinux1_x86_64 -d "$stage/pa" tritonclient==2.41.0
 unzip -p "$stage"/pa/tritonclient-2.41.0-*.whl tritonclient-2.41.0.data/data/bin/perf_analyzer | xz -9 >.gpu/perf_analyzer.xz
+# OpenSSL's headers, the multiarch configuration ones beside the rest (the backend's sha256 links libcrypto.so.3)
+mkdir -p "$stage/ssl/include/openssl"
+cp /usr/include/openssl/*.h "$stage/ssl/include/openssl/"
+cp /usr/include/x86_64-linux-gnu/openssl/*.h "$stage/ssl/include/openssl/"
+tar -cJf .gpu/openssl.tar.xz -C "$stage/ssl" include
 du -sh .whl .gpu

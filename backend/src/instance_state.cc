@@ -1,6 +1,8 @@
 #include "instance_state.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 
 #include "triton_util.h"
 
@@ -8,6 +10,13 @@ namespace bertserve {
 namespace {
 
 double Seconds(uint64_t from_ns, uint64_t to_ns) { return to_ns > from_ns ? static_cast<double>(to_ns - from_ns) * 1e-9 : 0.0; }
+
+// Seconds as milliseconds with three decimals.
+std::string Millis(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3f", seconds * 1e3);
+  return text;
+}
 
 std::string Ms(uint64_t us) { return std::to_string(us / 1000) + "." + std::to_string(us % 1000 / 100) + " ms"; }
 
@@ -30,9 +39,18 @@ std::unique_ptr<InstanceState> InstanceState::Create(ModelState* model, TRITONBA
     // Every (batch, length) bucket runs once before the model reports ready, and the measured cost per bucket
     // decides which length buckets share a pass.
     state->batch_buckets_ = BatchBuckets(s.max_batch);
+    const auto start = std::chrono::steady_clock::now();
     Costs costs;
+    std::string table;
     for (int64_t b : state->batch_buckets_)
-      for (int64_t l : model->length_buckets()) costs[{b, l}] = state->runtime_->Warm(b, l, 5);
+      for (int64_t l : model->length_buckets()) {
+        costs[{b, l}] = state->runtime_->Warm(b, l, 5);
+        table.append(" ").append(std::to_string(b)).append("x").append(std::to_string(l));
+        table.append(" ").append(Millis(costs[{b, l}]));
+      }
+    const double warm_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    BERTSERVE_LOG(INFO, s.name + ": " + std::to_string(costs.size()) + " buckets captured and timed in " +
+                            Millis(warm_s) + " ms; median ms per call (batch x length):" + table);
     state->costs_ = std::move(costs);
     // Its own thread: batches of this instance run one at a time on its stream, beside the other instances'.
     state->own_pool_ = std::make_unique<ComputePool>(1, 1);

