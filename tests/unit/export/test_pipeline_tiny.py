@@ -12,11 +12,10 @@ import torch
 
 from export import artifacts as art
 from export import checkpoint
-from export.config import ExportConfig
 from export.encoder import Encoder
 from export.errors import AccuracyGateError
 from export.model_configs import parse
-from export.pipeline import _eager_runner, run
+from export.pipeline import _eager_runner
 from export.verify import Verifier
 from serving import native
 from serving.manifest import VerificationError, read, verify
@@ -24,10 +23,8 @@ from serving.runtime import Runtime
 
 
 @pytest.fixture(scope="module")
-def repo(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("export") / "repo"
-    run(ExportConfig(model=str(tiny_checkpoint), precisions=("fp32",), max_batch=4, max_seq=32, output=out))
-    return out
+def repo(tiny_repository: Path) -> Path:
+    return tiny_repository
 
 
 def test_every_artifact_path_is_built_verified_and_gated(repo):
