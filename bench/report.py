@@ -13,6 +13,7 @@ import torch
 from bench.stats import speedups, summarise
 from bench.table import full_table, overview, variants_table
 from bench.timing import Cell
+from serving.hardware import cpu_model
 
 
 def machine(device: str) -> dict[str, Any]:
@@ -20,7 +21,7 @@ def machine(device: str) -> dict[str, Any]:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "torch": torch.__version__,
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
@@ -38,16 +39,6 @@ def machine(device: str) -> dict[str, Any]:
     except ImportError:
         pass
     return info
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def cell_rows(cells: list[Cell]) -> list[dict[str, Any]]:

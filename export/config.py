@@ -37,6 +37,7 @@ class ExportConfig:
     encoder_backend: str = "native"
     threads: int = 0  # intra-op threads per encoder instance; 0: the CPUs the server process may use
     serve: str | None = None  # the precision bert serves; None: export.serving_choice's rule
+    autotune: bool = False  # AOTInductor packages tuned with Inductor's max-autotune for this machine
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
@@ -191,6 +192,13 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
         help="the precision bert serves (default: the lowest that passed its gate, unless another measured 10%% "
         "faster at batch 1; see export/serving_choice.py)",
     )
+    p.add_argument(
+        "--autotune",
+        action="store_true",
+        default=_env_flag("AUTOTUNE", False),
+        help="compile the AOTInductor packages with Inductor's max-autotune for this machine (C++ GEMM templates "
+        "against oneDNN / MKL on the CPU, Triton templates against cuBLAS on CUDA); see export/autotune.py",
+    )
     a = p.parse_args(argv)
     if a.precision:
         precisions = tuple(s.strip() for s in a.precision.split(",") if s.strip())
@@ -215,4 +223,5 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
         encoder_backend=a.encoder_backend,
         threads=a.threads,
         serve=a.serve or None,
+        autotune=a.autotune,
     )

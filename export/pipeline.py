@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from export import artifacts as art
-from export import checkpoint, fusion, model_configs, serving_choice
+from export import autotune, checkpoint, fusion, model_configs, serving_choice
 from export.config import ExportConfig
 from export.encoder import Encoder
 from export.errors import AccuracyGateError, ExportError
@@ -45,6 +45,7 @@ class Variant:
     runtime: str = ""
     latency_ms: float = float("inf")
     runner: art.Runner | None = field(default=None, repr=False)
+    tuning: dict[str, Any] | None = None  # what --autotune ran and chose (export.autotune)
 
     @property
     def staging_name(self) -> str:
@@ -105,6 +106,10 @@ def _build(
                     ep = art.export_program(v.module, cfg.target, cfg.max_batch, max_seq)
                 if path == art.EXPORTED_PROGRAM:
                     art.save_exported_program(ep, file)
+                elif path == art.AOTI and cfg.autotune:
+                    with autotune.recording(cfg.target) as tuning:
+                        art.compile_aoti(ep, file, autotune.inductor_configs(cfg.target))
+                    v.tuning = tuning.summary()
                 elif path == art.AOTI:
                     art.compile_aoti(ep, file)
                 elif path == art.TORCHSCRIPT:
@@ -232,6 +237,7 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
         "latency_ms": {names[v.precision]: round(v.latency_ms, 3) for v in variants},
         "served": {"precision": choice.precision, "reason": choice.reason},
         "runtime": {names[v.precision]: v.runtime for v in variants},
+        "autotune": {names[v.precision]: v.tuning or {"ran": False} for v in variants},
         "steps_seconds": steps.seconds,
     }
     common = {
@@ -268,6 +274,7 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
                     **{p: {k: e[k] for k in ("min_cosine", "mean_cosine", "spearman")} for p, e in v.built.items()},
                 },
                 "latency_ms_batch1": round(v.latency_ms, 3),
+                "autotune": v.tuning or {"ran": False},
                 "compile_report": report,
             },
         )

@@ -21,6 +21,12 @@ def table(report: dict[str, Any]) -> str:
     for n in report["not_applicable"]:
         lines.append(f"{n['model']:<12} {n['path']:<17} not built: {n['reason']}")
     lines.append("")
+    for model, tuning in report.get("autotune", {}).items():
+        if tuning["ran"]:
+            lines.append(f"{model}: autotuned for {tuning['tuned_for']} in {tuning['seconds']:.0f} s")
+            for shapes, c in tuning["gemm_classes"].items():
+                library = f", library {c['library_ms']:.4f} ms" if c["library_ms"] is not None else ""
+                lines.append(f"  {c['gemms']} x {shapes}: {c['winner']} {c['winner_ms']:.4f} ms{library}")
     for model, ms in report["latency_ms"].items():
         lines.append(f"{model}: {ms:.2f} ms, batch 1, median over 16 and 64 tokens ({report['runtime'][model]})")
     return "\n".join(lines)

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from serving import native
+from serving import hardware, native
 from serving.admin import Admin, drain_then_stop
 from serving.config import RESTRICTED, ServeConfig
 from serving.manifest import REPOSITORY_INDEX, VerificationError, read, verify
@@ -110,16 +110,35 @@ def select_models(repo: Path, index: dict, backend_dir: Path) -> list[str]:
             log.info("not loading %s: this server has no %r backend (kept for stock Triton deployments)", name, backend)
             continue
         try:
-            verify(repo / name, read(repo / name))
+            manifest = read(repo / name)
+            verify(repo / name, manifest)
         except VerificationError as e:
             log.error("not loading %s: %s", name, e)
             continue
+        _warn_if_tuned_elsewhere(name, manifest)
         load.append(name)
     for ensemble, steps in index.get("ensemble_requires", {}).items():
         missing = [s for s in steps if s not in load]
         if missing and ensemble in load:
             log.error("%s needs %s, which will not load: the server will not report ready", ensemble, missing)
     return load
+
+
+def _warn_if_tuned_elsewhere(name: str, manifest: dict) -> None:
+    """Kernel choices timed on another processor may be slower on this one: say so, and how to re-tune (a warning,
+    not a refusal: the package computes the same wherever its instruction set runs)."""
+    tuning = manifest.get("autotune", {})
+    if not tuning.get("ran"):
+        return
+    here = hardware.processor(manifest["target"])
+    if tuning["tuned_for"] != here:
+        log.warning(
+            "%s was autotuned for %s, not for this machine's %s: its kernel choices may be slower here; "
+            "re-export with --autotune on this machine",
+            name,
+            tuning["tuned_for"],
+            here,
+        )
 
 
 def _roles(index: dict, models: list[str]) -> tuple[list[str], list[str]]:

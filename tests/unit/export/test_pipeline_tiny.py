@@ -12,12 +12,14 @@ import torch
 
 from export import artifacts as art
 from export import checkpoint
+from export.config import ExportConfig
 from export.encoder import Encoder
 from export.errors import AccuracyGateError
 from export.model_configs import parse
-from export.pipeline import _eager_runner
+from export.pipeline import _eager_runner, run
 from export.verify import Verifier
 from serving import native
+from serving.hardware import cpu_model
 from serving.manifest import VerificationError, read, verify
 from serving.runtime import Runtime
 
@@ -97,3 +99,17 @@ def test_gate_fails_on_corrupted_weights(tiny_checkpoint):
             p.add_(torch.randn_like(p) * 0.5)
     with pytest.raises(AccuracyGateError, match="corrupted.*minimum cosine"):
         verifier.gate("corrupted", "fp32", _eager_runner(corrupted, "cpu"))
+
+
+def test_autotune_records_what_it_chose_for_this_machine(tiny_checkpoint, tmp_path):
+    out = tmp_path / "repo"
+    run(ExportConfig(model=str(tiny_checkpoint), precisions=("fp32",), max_batch=4, max_seq=32, output=out,
+                     skip=frozenset({art.TORCHSCRIPT, art.ONNX}), autotune=True))  # fmt: skip
+    tuning = read(out / "bert")["autotune"]
+    assert tuning["ran"] and tuning["tuned_for"] == cpu_model() and tuning["seconds"] > 0
+    assert tuning["backends"] == "CPP,ATEN"
+    # BERT's GEMMs: QKV / output / FFN projections, each class timed against the library kernel
+    assert tuning["gemm_classes"], tuning
+    for shapes, c in tuning["gemm_classes"].items():
+        assert c["candidates"] >= 2 and c["winner_ms"] > 0 and c["gemms"] >= 1, (shapes, c)
+    assert read(out / "bert")["compile_report"]["autotune"]["bert"] == tuning

@@ -9,15 +9,16 @@ import pytest
 
 from export.repository import file_hashes
 from serving.config import parse_args
+from serving.hardware import cpu_model
 from serving.server import LaunchError, command, read_index, select_models
 
 
-def _model(repo: Path, name: str, files: dict[str, bytes]) -> None:
+def _model(repo: Path, name: str, files: dict[str, bytes], **manifest: object) -> None:
     d = repo / name
     for rel, data in files.items():
         (d / rel).parent.mkdir(parents=True, exist_ok=True)
         (d / rel).write_bytes(data)
-    (d / "manifest.json").write_text(json.dumps({"files": file_hashes(d)}))
+    (d / "manifest.json").write_text(json.dumps({"target": "cpu", **manifest, "files": file_hashes(d)}))
 
 
 @pytest.fixture()
@@ -90,3 +91,14 @@ def test_the_tokenizer_runs_in_parallel_only_beside_a_cuda_bert(repo, monkeypatc
     assert locate(cfg, read_index(repo)).env["GOMP_SPINCOUNT"] == "10000"
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "maybe")  # the environment's own setting wins
     assert locate(cfg, read_index(repo)).env["TOKENIZERS_PARALLELISM"] == "maybe"
+
+
+def test_a_package_tuned_on_another_processor_loads_with_a_warning(repo, backends, caplog):
+    files = {"config.pbtxt": b"b", "1/model.py": b"pass"}
+    _model(repo, "bert_fp32", files, autotune={"ran": True, "tuned_for": "Some Other CPU 9000"})
+    assert "bert_fp32" in select_models(repo, read_index(repo), backends)
+    assert f"bert_fp32 was autotuned for Some Other CPU 9000, not for this machine's {cpu_model()}" in caplog.text
+    caplog.clear()
+    _model(repo, "bert_fp32", files, autotune={"ran": True, "tuned_for": cpu_model()})
+    assert "bert_fp32" in select_models(repo, read_index(repo), backends)
+    assert "autotuned" not in caplog.text

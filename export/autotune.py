@@ -1,0 +1,90 @@
+"""Inductor's max-autotune for the machine export runs on: the settings, and what each GEMM's tuning chose.
+
+On x86 CPUs Inductor benchmarks its C++ GEMM templates (AVX-512, AMX where the CPU has them) against the library
+kernels (oneDNN / MKL); on CUDA its Triton templates against cuBLAS. Every choice is timed at the shapes Inductor
+hints for the dynamic batch and sequence dimensions; the winner is compiled into the package.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from serving.hardware import processor
+
+BACKENDS = {"cpu": "CPP,ATEN", "cuda": "TRITON,ATEN"}
+
+
+def inductor_configs(target: str) -> dict[str, Any]:
+    # No cache: every export tunes on the machine it runs on, and records what it measured.
+    return {"max_autotune": True, "max_autotune_gemm_backends": BACKENDS[target], "force_disable_caches": True}
+
+
+@dataclass
+class Tuning:
+    """What one package's tuning ran and chose, for its manifest and the compile report."""
+
+    target: str
+    seconds: float = 0.0
+    choices: list[dict[str, Any]] = field(default_factory=list)  # one per tuned GEMM
+
+    def summary(self) -> dict[str, Any]:
+        """The choices grouped by GEMM shape class (op and operand shapes, dynamic dimensions symbolic)."""
+        classes: dict[str, dict[str, Any]] = {}
+        for c in self.choices:
+            key = f"{c['op']} {' x '.join(c['shapes'])}"
+            entry = classes.setdefault(key, {"gemms": 0, "winner": c["winner"], "winner_ms": c["winner_ms"]})
+            entry["gemms"] += 1
+            entry.update({k: c[k] for k in ("library_ms", "candidates")})
+        return {
+            "ran": True,
+            "tuned_for": processor(self.target),
+            "backends": BACKENDS[self.target],
+            "seconds": round(self.seconds, 1),
+            "gemm_classes": classes,
+        }
+
+
+def _shape(node: Any) -> str:
+    return "[" + ", ".join(str(d) for d in node.get_size()) + "]"
+
+
+def _is_library(choice: Any) -> bool:
+    """ATen's own kernel (oneDNN, MKL, cuBLAS) rather than one of Inductor's templates."""
+    return type(choice).__name__ == "ExternKernelCaller"
+
+
+@contextmanager
+def recording(target: str) -> Iterator[Tuning]:
+    """Collect Inductor's autotuning results while a package compiles inside the block."""
+    from torch._inductor import select_algorithm
+
+    tuning = Tuning(target)
+
+    def saver(timings: dict[Any, float], name: str, input_nodes: list[Any], *_: Any) -> None:
+        ranked = sorted(timings.items(), key=lambda kv: kv[1])
+        if not ranked:
+            return
+        library = [t for c, t in ranked if _is_library(c)]
+        tuning.choices.append(
+            {
+                "op": name,
+                "shapes": [_shape(n) for n in input_nodes],
+                "winner": re.sub(r"_[0-9]+$", "", ranked[0][0].name),  # templates are numbered per GEMM
+                "winner_ms": round(ranked[0][1], 4),
+                "library_ms": round(min(library), 4) if library else None,
+                "candidates": len(ranked),
+            }
+        )
+
+    select_algorithm.add_feedback_saver(saver)
+    start = time.perf_counter()
+    try:
+        yield tuning
+    finally:
+        tuning.seconds = time.perf_counter() - start
+        select_algorithm.clear_feedback_savers()
