@@ -11,8 +11,8 @@ ENV_PREFIX = "BENCH_"
 DEVICES = ("cpu", "cuda")
 # Variant families; each expands to one or more variants that apply to the device.
 FAMILIES = ("eager", "compile", "aoti", "int8", "onnx")
-# Opt-in: torch.compile(mode="max-autotune", dynamic=False) at batch 1 and 32 of the longest length (cuda only;
-# minutes of autotuning per shape).
+# Opt-in: the AOTInductor packages export --autotune builds, beside the default ones (on CUDA also
+# torch.compile max-autotune per static shape); minutes of tuning.
 ALL_FAMILIES = (*FAMILIES, "autotune")
 
 

@@ -23,7 +23,7 @@ from torch import nn
 from bench.config import BenchConfig
 from bench.inputs import Model, calibration
 from export import artifacts as art
-from export import fusion
+from export import autotune, fusion
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +139,14 @@ class Builder:
         )
 
     def _autotune_plans(self) -> Iterator[Plan]:
+        """The AOTInductor packages export --autotune builds (fp32 and the int8 recipes here; fp16 on CUDA), and
+        on CUDA torch.compile max-autotune per static shape. Their build time includes the tuning."""
+        if not self.cuda:
+            yield from self._aoti_module_plans("fp32 autotuned", "fp32-tuned", lambda: self.reference, tuned=True)
+            yield from self._int8_plans(tuned=True)
+            return
+        yield from self._aoti_module_plans("fp16 GELU epilogue autotuned", "fp16-gelu-tuned", self._half_gelu_epilogue,
+                                           tuned=True)  # fmt: skip
         name = "compile fp16 max-autotune static"
         shapes = frozenset((b, self.cfg.max_seq) for b in (1, 32) if (b, self.cfg.max_seq) in self.cfg.shapes)
 
@@ -152,11 +160,11 @@ class Builder:
             yield Plan(name, _timed(build))
 
     # AOTInductor --------------------------------------------------------------------------------------
-    def _aoti_package(self, module: Callable[[], nn.Module], tag: str) -> Path:
+    def _aoti_package(self, module: Callable[[], nn.Module], tag: str, tuned: bool = False) -> Path:
         path = self.workdir / f"{tag}.aoti.pt2"
         if not path.exists():
             ep = art.export_program(module(), self.device, max(2, self.cfg.max_batch), max(16, self.cfg.max_seq))
-            art.compile_aoti(ep, path)
+            art.compile_aoti(ep, path, autotune.inductor_configs(self.device) if tuned else None)
         return path
 
     def _aoti_plans(self) -> Iterator[Plan]:
@@ -171,13 +179,15 @@ class Builder:
         fusion.fuse_gelu_epilogues(module)
         return module
 
-    def _aoti_module_plans(self, label: str, tag: str, module: Callable[[], nn.Module]) -> Iterator[Plan]:
+    def _aoti_module_plans(
+        self, label: str, tag: str, module: Callable[[], nn.Module], tuned: bool = False
+    ) -> Iterator[Plan]:
         """The AOTInductor package of ``module()`` called directly, and on CUDA behind the serving Runtime."""
         precision = "fp16" if self.cuda else "fp32"
         name = f"aoti {label}"
 
         def build() -> Variant:
-            path = self._aoti_package(module, tag)
+            path = self._aoti_package(module, tag, tuned)
             return _torch_variant(name, precision, art.load_module(art.AOTI, path, self.device), self.device)
 
         yield Plan(name, _timed(build))
@@ -185,13 +195,13 @@ class Builder:
             name_rt = f"aoti {label} + CUDA graphs (serving Runtime)"
 
             def build_runtime() -> Variant:
-                path = self._aoti_package(module, tag)
+                path = self._aoti_package(module, tag, tuned)
                 return _runtime_variant(name_rt, precision, path.parent, _manifest_for(path), self.device)
 
             yield Plan(name_rt, _timed(build_runtime))
 
     # int8 ---------------------------------------------------------------------------------------------
-    def _int8_plans(self) -> Iterator[Plan]:
+    def _int8_plans(self, tuned: bool = False) -> Iterator[Plan]:
         from export import quantize
 
         chosen = self.cfg.int8_recipes
@@ -200,18 +210,22 @@ class Builder:
                 log.info("int8 recipe %s: its kernels do not run on %s, not timed", recipe.name, self.device)
                 continue
             kind = art.AOTI if art.AOTI in recipe.paths else art.TORCHSCRIPT
-            name = f"int8 {recipe.name} ({kind})"
-            yield Plan(name, _timed(functools.partial(self._int8_variant, recipe, kind, name)))
+            if tuned and kind != art.AOTI:
+                continue
+            name = f"int8 {recipe.name} ({kind}{' autotuned' if tuned else ''})"
+            yield Plan(name, _timed(functools.partial(self._int8_variant, recipe, kind, name, tuned)))
+            if tuned:
+                continue
             if self.cuda:
                 name_rt = f"int8 {recipe.name} ({kind}) + CUDA graphs (serving Runtime)"
                 yield Plan(name_rt, _timed(functools.partial(self._int8_runtime_variant, recipe, name_rt)))
 
-    def _int8_variant(self, recipe: Any, kind: str, name: str) -> Variant:
+    def _int8_variant(self, recipe: Any, kind: str, name: str, tuned: bool = False) -> Variant:
         calib = [(i.to(self.device), m.to(self.device)) for i, m in calibration(self.model, self.cfg.max_seq, 0)]
         # .to(device): the outlier split builds its int8 Linear on the CPU whatever the source module's device.
         module = recipe.apply(self.half if self.cuda else self.reference, calib).eval().to(self.device)
         if kind == art.AOTI:
-            path = self._aoti_package(lambda: module, f"int8-{recipe.name}")
+            path = self._aoti_package(lambda: module, f"int8-{recipe.name}{'-tuned' if tuned else ''}", tuned)
         else:
             path = self.workdir / f"int8-{recipe.name}.ts"
             art.trace_torchscript(module, self.device, path)
