@@ -80,6 +80,7 @@ def test_hpa_scales_on_the_metric_prometheus_adapter_serves(built):
 
 def test_adapter_queries_are_valid_promql_over_known_metrics():
     adapter = yaml.safe_load(validate.ADAPTER_CONFIG.read_text())
+    known = validate.KNOWN_METRICS | validate.recording_rule_names()
     for rule in adapter["rules"]:
         query = (
             rule["metricsQuery"]
@@ -87,8 +88,20 @@ def test_adapter_queries_are_valid_promql_over_known_metrics():
             .replace("<<.GroupBy>>", "pod")
             .replace("<<.Series>>", rule["name"]["matches"].strip("^$"))
         )
-        assert validate.metric_names(query) <= validate.KNOWN_METRICS
-        assert validate.metric_names(rule["seriesQuery"]) <= validate.KNOWN_METRICS
+        assert validate.metric_names(query) <= known
+        assert validate.metric_names(rule["seriesQuery"]) <= known
+
+
+def test_hpa_target_is_the_one_the_rule_tests_scale_with():
+    """rules_test.yml computes the HPA's desired replicas, ceil(sum of the signal / target), at idle and under
+    load: the target it divides by must be the HPA's."""
+    hpa = yaml.safe_load((validate.K8S / "base" / "hpa.yaml").read_text())
+    (metric,) = hpa["spec"]["metrics"]
+    target = metric["pods"]["target"]["averageValue"]
+    value = int(target[:-1]) / 1000 if target.endswith("m") else float(target)
+    tests = validate.RULE_TESTS[0].read_text()
+    assert f"pod:bertserve_encoder_busy:ratio_rate2m) / {value:g})" in tests
+    assert tests.count(f"/ {value:g})") >= 2  # idle and under load
 
 
 def test_servicemonitor_scrapes_the_service_named_like_the_rules_job(built):
