@@ -147,10 +147,22 @@ def command(cfg: ServeConfig, server: Server, models: list[str], admin_key: str 
         "--allow-metrics=true",
         "--metrics-config=summary_latencies=true",
         f"--log-verbose={cfg.log_verbose}",
+        *connection_age(cfg),
         *restricted(cfg, admin_key),
         *tls(cfg),
     ]
     return cmd
+
+
+def connection_age(cfg: ServeConfig) -> list[str]:
+    """GOAWAY after the configured age (tritonserver 2.51 takes milliseconds), so clients re-resolve and spread
+    over replicas added since they connected."""
+    if not cfg.grpc_max_connection_age_s:
+        return []
+    return [
+        f"--grpc-max-connection-age={cfg.grpc_max_connection_age_s * 1000}",
+        f"--grpc-max-connection-age-grace={cfg.grpc_max_connection_age_grace_s * 1000}",
+    ]
 
 
 def restricted(cfg: ServeConfig, key: str | None = None) -> list[str]:
