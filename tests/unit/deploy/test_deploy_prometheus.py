@@ -81,3 +81,15 @@ def test_metric_names_reads_selectors_through_functions_and_operators():
         " + max_over_time(c[1h:5m]) - -d offset 5m"
     )
     assert validate.metric_names(expr) == {"a_bucket", "b", "c", "d"}
+
+
+def test_local_scrape_config_covers_make_serve_and_its_replicas():
+    from serving.config import ServeConfig
+    from serving.replicas import DEFAULT_BASE_PORT, replicas
+
+    config = yaml.safe_load(validate.PROMETHEUS_CONFIG.read_text())
+    (job,) = [job for job in config["scrape_configs"] if job["job_name"] == "bertserve"]
+    targets = {t for static in job["static_configs"] for t in static["targets"]}
+    wanted = {f"127.0.0.1:{ServeConfig().metrics_port}"}
+    wanted |= {f"127.0.0.1:{r.metrics_port}" for r in replicas(4, DEFAULT_BASE_PORT)}
+    assert wanted <= targets
