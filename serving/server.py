@@ -270,6 +270,7 @@ def serve(cfg: ServeConfig) -> int:
     watchdog = StubWatchdog(admin, proc, python_models)
     watchdog.start()
     stopping = threading.Event()
+    drained: list[bool] = []
 
     def forward(signum: int, _frame: object) -> None:
         watchdog.stopping.set()
@@ -281,13 +282,18 @@ def serve(cfg: ServeConfig) -> int:
         log.info(
             "received %s: draining in-flight requests (up to %d s)", signal.Signals(signum).name, cfg.exit_timeout_s
         )
-        threading.Thread(
-            target=drain_then_stop, args=(admin, proc, ensembles, cfg.exit_timeout_s), name="drain", daemon=True
-        ).start()
+
+        def drain() -> None:
+            drained.append(drain_then_stop(admin, proc, ensembles, cfg.exit_timeout_s, models))
+
+        threading.Thread(target=drain, name="drain", daemon=True).start()
 
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGTERM, forward)
     code = proc.wait()
     watchdog.stopping.set()
     log.info("tritonserver exited with %d", code)
+    if code != 0 and drained == [True]:
+        log.info("every accepted request was answered before tritonserver stopped: exiting 0")
+        return 0
     return code
