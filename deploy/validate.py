@@ -27,7 +27,10 @@ log = logging.getLogger(__name__)
 DEPLOY = Path(__file__).resolve().parent
 PROMETHEUS_CONFIG = DEPLOY / "prometheus" / "prometheus.yml"
 RULE_FILES = (DEPLOY / "prometheus" / "rules" / "recording.yml", DEPLOY / "prometheus" / "rules" / "alerts.yml")
-RULE_TESTS = DEPLOY / "prometheus" / "tests" / "rules_test.yml"
+RULE_TESTS = (
+    DEPLOY / "prometheus" / "tests" / "rules_test.yml",
+    DEPLOY / "prometheus" / "tests" / "rules_ticket_test.yml",
+)
 DASHBOARD = DEPLOY / "grafana" / "bertserve-dashboard.json"
 DOCKERFILE = DEPLOY / "Dockerfile"
 K8S = DEPLOY / "k8s"
@@ -183,7 +186,7 @@ def hadolint_command() -> str:
 def check_prometheus() -> None:
     run_tool("promtool", "check", "config", str(PROMETHEUS_CONFIG))
     run_tool("promtool", "check", "rules", *map(str, RULE_FILES))
-    run_tool("promtool", "test", "rules", str(RULE_TESTS))
+    run_tool("promtool", "test", "rules", *map(str, RULE_TESTS))
 
 
 def check_prometheusrule_in_sync() -> None:

@@ -6,6 +6,12 @@
 
 Every server status maps to one exception hierarchy (``EmbedError``). Inference is idempotent, so UNAVAILABLE
 (server starting, restarting or shedding load) is retried with exponential backoff inside the deadline.
+
+Several replicas: give a DNS name that resolves to all of them, e.g. in Kubernetes the headless Service
+``dns:///bertserve-grpc.<namespace>.svc.cluster.local:8001``. The gRPC client connects to every address and
+sends each call to the next one (``round_robin``), so one client spreads its calls; the servers close
+connections after ``--grpc-max-connection-age-s`` (GOAWAY), the client resolves the name again and reaches
+the replicas added since it connected.
 """
 
 from __future__ import annotations
@@ -19,6 +25,9 @@ from tritonclient.grpc import MAX_GRPC_MESSAGE_SIZE, KeepAliveOptions
 from tritonclient.utils import InferenceServerException
 
 MAX_BACKOFF_S = 1.0
+# The least time between two DNS resolutions of the target (gRPC's default is 30 s): a server's GOAWAY asks for
+# one, and a replica added since the last one is reached from then on.
+MIN_RERESOLVE_S = 5.0
 
 
 class EmbedError(Exception):
@@ -123,10 +132,10 @@ class _Base:
         return delay
 
 
-def _grpc_channel_args() -> list[tuple[str, int]]:
+def _grpc_channel_args() -> list[tuple[str, int | str]]:
     """tritonclient's own channel defaults, plus reconnection as patient as the retries: gRPC's default reconnect
     backoff (1 s growing 1.6x to 120 s) would keep a channel failing fast for seconds after a restarted server is
-    back, whatever the retry loop does."""
+    back, whatever the retry loop does. Calls go round-robin over every address the target resolves to."""
     ka = KeepAliveOptions()
     return [
         ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_SIZE),
@@ -138,6 +147,8 @@ def _grpc_channel_args() -> list[tuple[str, int]]:
         ("grpc.initial_reconnect_backoff_ms", 100),
         ("grpc.min_reconnect_backoff_ms", 100),
         ("grpc.max_reconnect_backoff_ms", int(MAX_BACKOFF_S * 1000)),
+        ("grpc.lb_policy_name", "round_robin"),
+        ("grpc.dns_min_time_between_resolutions_ms", int(MIN_RERESOLVE_S * 1000)),
     ]
 
 

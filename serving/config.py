@@ -25,6 +25,11 @@ class ServeConfig:
     metrics_port: int = 8002
     tritonserver: str = ""  # empty: a tritonserver on PATH, else the one bundled in the pytriton wheel
     exit_timeout_s: int = 30  # how long SIGTERM / Ctrl-C waits for in-flight requests
+    # gRPC connections are closed (GOAWAY) after this long, so that long-lived clients resolve the Service's
+    # addresses again and reach replicas added since they connected; calls in flight get the grace to finish.
+    # 0: connections live for ever (tritonserver's default).
+    grpc_max_connection_age_s: int = 60
+    grpc_max_connection_age_grace_s: int = 30
     log_verbose: int = 0
     # Header that carries the admin key on model-repository, trace and logging calls (gRPC metadata is lower case).
     admin_header: str = "bertserve-admin-key"
@@ -46,6 +51,8 @@ class ServeConfig:
             raise ValueError("gRPC TLS needs --grpc-server-cert and --grpc-server-key")
         if self.grpc_ssl_mutual and not self.grpc_root_cert:
             raise ValueError("mutual TLS needs --grpc-root-cert (the CA that signs client certificates)")
+        if self.grpc_max_connection_age_s < 0 or self.grpc_max_connection_age_grace_s < 0:
+            raise ValueError("gRPC connection age and grace must be 0 or more seconds")
         for path in (self.grpc_server_cert, self.grpc_server_key, self.grpc_root_cert):
             if path and not Path(path).is_file():
                 raise ValueError(f"certificate file {path} does not exist")

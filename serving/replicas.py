@@ -9,6 +9,13 @@ The front door is where traffic from beyond loopback arrives, so it carries the 
 UNAUTHENTICATED); each client (its key's name, else its address) gets ``--rate`` requests/s with a burst of
 ``--burst`` (over it: HTTP 429, gRPC UNAVAILABLE); a request body over ``--max-body`` is refused (HTTP 413).
 The replicas' metrics ports stay on loopback and are not proxied.
+
+Under overload the front door sheds the way one server does: a replica's refusal (gRPC UNAVAILABLE,
+HTTP 503) goes back to the client as it is. nginx passes a call to another replica only when it never reached
+one (connection refused or reset before the request went out; inference is a POST, which nginx never resends
+once sent), at most once, and only such connection errors count towards taking a replica out (3 within 5 s).
+Retrying refusals would multiply the load exactly when there is none to spare, and counting them as failures
+would take every replica out in turn. nginx's warnings (a replica taken out, no live replica) go to stderr.
 """
 
 from __future__ import annotations
@@ -29,11 +36,14 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
+# Replica i's ports start here (deploy/prometheus/prometheus.yml scrapes the metrics ports of the first four).
+DEFAULT_BASE_PORT = 8100
+
 NGINX_CONF = """\
 worker_processes 1;
 daemon off;
 pid {dir}/nginx.pid;
-error_log {dir}/error.log warn;
+error_log stderr warn;
 events {{ worker_connections 4096; }}
 http {{
     access_log off;
@@ -64,7 +74,8 @@ http {{
             if ($client = "") {{ return 401; }}
             limit_req zone=per_client burst={burst} nodelay;
             grpc_pass grpc://grpc_replicas;
-            grpc_next_upstream error timeout http_502 http_503 non_idempotent;
+            # Only a call that never reached a replica goes to another one (the module docstring says why).
+            grpc_next_upstream error;
             grpc_next_upstream_tries 2;
             grpc_read_timeout 30s;
         }}
@@ -77,7 +88,8 @@ http {{
             proxy_pass http://http_replicas;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
-            proxy_next_upstream error timeout http_502 http_503 non_idempotent;
+            proxy_next_upstream error;
+            proxy_next_upstream_tries 2;
         }}
     }}
 }}
@@ -137,7 +149,7 @@ def nginx_rate(per_s: float) -> str:
 
 def nginx_conf(reps: list[Replica], host: str, http_port: int, grpc_port: int, workdir: Path, door: FrontDoor) -> str:
     def servers(port_of) -> str:
-        return "\n".join(f"        server 127.0.0.1:{port_of(r)} max_fails=1 fail_timeout=2s;" for r in reps)
+        return "\n".join(f"        server 127.0.0.1:{port_of(r)} max_fails=3 fail_timeout=5s;" for r in reps)
 
     return NGINX_CONF.format(
         dir=workdir,
@@ -171,7 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--host", default=os.environ.get("BERTSERVE_SERVE_HOST", "127.0.0.1"))
     p.add_argument("--http-port", type=int, default=int(os.environ.get("BERTSERVE_SERVE_HTTP_PORT", "8000")))
     p.add_argument("--grpc-port", type=int, default=int(os.environ.get("BERTSERVE_SERVE_GRPC_PORT", "8001")))
-    p.add_argument("--base-port", type=int, default=int(os.environ.get("BERTSERVE_SERVE_BASE_PORT", "8100")))
+    p.add_argument(
+        "--base-port", type=int, default=int(os.environ.get("BERTSERVE_SERVE_BASE_PORT", str(DEFAULT_BASE_PORT)))
+    )
     p.add_argument("--ready-timeout-s", type=float, default=180)
     p.add_argument(
         "--api-keys",

@@ -166,10 +166,22 @@ def command(cfg: ServeConfig, server: Server, models: list[str], admin_key: str 
         "--allow-metrics=true",
         "--metrics-config=summary_latencies=true",
         f"--log-verbose={cfg.log_verbose}",
+        *connection_age(cfg),
         *restricted(cfg, admin_key),
         *tls(cfg),
     ]
     return cmd
+
+
+def connection_age(cfg: ServeConfig) -> list[str]:
+    """GOAWAY after the configured age (tritonserver 2.51 takes milliseconds), so clients re-resolve and spread
+    over replicas added since they connected."""
+    if not cfg.grpc_max_connection_age_s:
+        return []
+    return [
+        f"--grpc-max-connection-age={cfg.grpc_max_connection_age_s * 1000}",
+        f"--grpc-max-connection-age-grace={cfg.grpc_max_connection_age_grace_s * 1000}",
+    ]
 
 
 def restricted(cfg: ServeConfig, key: str | None = None) -> list[str]:
@@ -277,6 +289,7 @@ def serve(cfg: ServeConfig) -> int:
     watchdog = StubWatchdog(admin, proc, python_models)
     watchdog.start()
     stopping = threading.Event()
+    drained: list[bool] = []
 
     def forward(signum: int, _frame: object) -> None:
         watchdog.stopping.set()
@@ -288,13 +301,18 @@ def serve(cfg: ServeConfig) -> int:
         log.info(
             "received %s: draining in-flight requests (up to %d s)", signal.Signals(signum).name, cfg.exit_timeout_s
         )
-        threading.Thread(
-            target=drain_then_stop, args=(admin, proc, ensembles, cfg.exit_timeout_s), name="drain", daemon=True
-        ).start()
+
+        def drain() -> None:
+            drained.append(drain_then_stop(admin, proc, ensembles, cfg.exit_timeout_s, models))
+
+        threading.Thread(target=drain, name="drain", daemon=True).start()
 
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGTERM, forward)
     code = proc.wait()
     watchdog.stopping.set()
     log.info("tritonserver exited with %d", code)
+    if code != 0 and drained == [True]:
+        log.info("every accepted request was answered before tritonserver stopped: exiting 0")
+        return 0
     return code

@@ -25,7 +25,7 @@ def test_dashboard_covers_what_sres_watch():
         "model:nv_inference_batch_size:avg_rate5m",
         "nv_inference_queue_duration_us",
         "bertserve_padding_ratio_sum",
-        "model:bertserve_slow_requests:ratio_rate1h",
+        "model:bertserve_slo_errors:ratio_rate1h",
         "nv_cpu_utilization",
         "nv_gpu_utilization",
         "nv_gpu_memory_used_bytes",

@@ -38,9 +38,9 @@ def test_pods_drain_probe_and_run_locked_down(built):
     assert server["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
     assert server["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
     assert server["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
-    assert "--model-control-mode=none" in server["args"]
+    assert server["command"] == ["python", "-m", "serving"]  # the launcher, as `make serve` runs it
     prestop = int(server["lifecycle"]["preStop"]["exec"]["command"][-1])
-    exit_timeout = int(next(a for a in server["args"] if a.startswith("--exit-timeout-secs=")).split("=")[1])
+    exit_timeout = int(next(a for a in server["args"] if a.startswith("--exit-timeout-s=")).split("=")[1])
     assert pod["terminationGracePeriodSeconds"] > prestop + exit_timeout
     assert pod["securityContext"]["runAsNonRoot"] is True
     for container in pod["initContainers"] + pod["containers"]:
@@ -50,6 +50,19 @@ def test_pods_drain_probe_and_run_locked_down(built):
     assert {"/tmp", "/dev/shm", "/models"} <= mounts
     shm = next(v for v in pod["volumes"] if v["name"] == "dshm")["emptyDir"]
     assert shm["medium"] == "Memory" and shm["sizeLimit"]
+
+
+def test_the_pod_arguments_are_the_launchers_own(built):
+    from serving.config import parse_args
+
+    server = next(
+        c for c in built["Deployment"]["spec"]["template"]["spec"]["containers"] if c["name"] == "tritonserver"
+    )
+    cfg = parse_args(server["args"])  # exits on an option the launcher does not know
+    assert (cfg.http_port, cfg.grpc_port, cfg.metrics_port) == (8000, 8001, 8002)
+    ports = {p["name"]: p["containerPort"] for p in server["ports"]}
+    assert ports == {"http": 8000, "grpc": 8001, "metrics": 8002}
+    assert cfg.grpc_max_connection_age_s > 0
 
 
 def test_gpu_overlay_requests_a_gpu_and_a_parallel_tokenizer(built):
@@ -80,6 +93,7 @@ def test_hpa_scales_on_the_metric_prometheus_adapter_serves(built):
 
 def test_adapter_queries_are_valid_promql_over_known_metrics():
     adapter = yaml.safe_load(validate.ADAPTER_CONFIG.read_text())
+    known = validate.KNOWN_METRICS | validate.recording_rule_names()
     for rule in adapter["rules"]:
         query = (
             rule["metricsQuery"]
@@ -87,8 +101,20 @@ def test_adapter_queries_are_valid_promql_over_known_metrics():
             .replace("<<.GroupBy>>", "pod")
             .replace("<<.Series>>", rule["name"]["matches"].strip("^$"))
         )
-        assert validate.metric_names(query) <= validate.KNOWN_METRICS
-        assert validate.metric_names(rule["seriesQuery"]) <= validate.KNOWN_METRICS
+        assert validate.metric_names(query) <= known
+        assert validate.metric_names(rule["seriesQuery"]) <= known
+
+
+def test_hpa_target_is_the_one_the_rule_tests_scale_with():
+    """rules_test.yml computes the HPA's desired replicas, ceil(sum of the signal / target), at idle and under
+    load: the target it divides by must be the HPA's."""
+    hpa = yaml.safe_load((validate.K8S / "base" / "hpa.yaml").read_text())
+    (metric,) = hpa["spec"]["metrics"]
+    target = metric["pods"]["target"]["averageValue"]
+    value = int(target[:-1]) / 1000 if target.endswith("m") else float(target)
+    tests = validate.RULE_TESTS[0].read_text()
+    assert f"pod:bertserve_encoder_busy:ratio_rate2m) / {value:g})" in tests
+    assert tests.count(f"/ {value:g})") >= 2  # idle and under load
 
 
 def test_servicemonitor_scrapes_the_service_named_like_the_rules_job(built):

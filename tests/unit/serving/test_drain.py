@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+
 from serving import admin as admin_module
 from serving.admin import drain_then_stop
 
@@ -22,15 +24,27 @@ class FakeAdmin:
 
 
 class FakeProcess:
-    def __init__(self, calls: list[str]) -> None:
-        self.calls, self.code = calls, None
+    def __init__(self, calls: list[str], lingers: bool = False) -> None:
+        self.calls, self.code, self.lingers = calls, None, lingers
 
     def poll(self) -> int | None:
         return self.code
 
     def terminate(self) -> None:
         self.calls.append("terminate")
-        self.code = 0
+        if not self.lingers:
+            self.code = 0
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.code is None:
+            self.calls.append(f"wait {timeout:.0f}" if timeout is not None else "wait")
+            if timeout is not None:
+                raise subprocess.TimeoutExpired("tritonserver", timeout)
+        return self.code
+
+    def kill(self) -> None:
+        self.calls.append("kill")
+        self.code = -9
 
 
 def test_terminates_only_after_the_ensemble_has_unloaded(monkeypatch):
@@ -57,4 +71,35 @@ def test_terminates_at_once_when_the_admin_api_fails():
 def test_without_ensembles_terminates_at_once():
     admin = FakeAdmin([{}])
     drain_then_stop(admin, FakeProcess(admin.calls), [], timeout_s=5)
-    assert admin.calls == ["states", "terminate"]
+    assert admin.calls == ["terminate"]
+
+
+def test_unloads_the_other_models_after_the_ensembles_and_before_sigterm(monkeypatch):
+    monkeypatch.setattr(admin_module, "DRAIN_POLL_S", 0.0)
+    admin = FakeAdmin(
+        [
+            {"embed": "UNLOADING", "tokenizer": "READY", "bert": "READY"},
+            {"embed": "UNAVAILABLE", "tokenizer": "READY", "bert": "READY"},
+            {"embed": "UNAVAILABLE", "tokenizer": "UNLOADING", "bert": "UNAVAILABLE"},
+            {"embed": "UNAVAILABLE", "tokenizer": "UNAVAILABLE", "bert": "UNAVAILABLE"},
+        ]
+    )
+    drained = drain_then_stop(
+        admin, FakeProcess(admin.calls), ["embed"], timeout_s=5, models=["embed", "tokenizer", "bert"]
+    )
+    assert drained is True
+    assert admin.calls == [
+        "unload embed", "states", "states",
+        "unload tokenizer", "unload bert", "states", "states",
+        "terminate",
+    ]  # fmt: skip
+
+
+def test_kills_tritonserver_held_by_idle_connections_at_the_end_of_the_budget(monkeypatch, caplog):
+    monkeypatch.setattr(admin_module, "DRAIN_POLL_S", 0.0)
+    monkeypatch.setattr(admin_module, "STOP_GRACE_S", 0.0)
+    admin = FakeAdmin([{"embed": "UNAVAILABLE", "bert": "UNAVAILABLE"}])
+    proc = FakeProcess(admin.calls, lingers=True)
+    assert drain_then_stop(admin, proc, ["embed"], timeout_s=0.5, models=["embed", "bert"]) is True
+    assert admin.calls[-3:] == ["terminate", "wait 0", "kill"]
+    assert "idle client connections" in caplog.text and "nothing was in flight" in caplog.text
