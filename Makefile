@@ -44,6 +44,9 @@ backend-asan: $(STAMP) ## Build the backend with ASan + UBSan and run its integr
 	  $(PY) -m pytest tests/integration/test_native.py tests/integration/test_fuzz.py \
 	  -p no:cacheprovider $(ARGS)
 
+tools: setup ## Install the system tools the tests need (Debian prometheus/promtool and nginx; kubectl is checked)
+	bash deploy/ci-tools.sh
+
 export: setup ## Export the default model (MiniLM, CPU) into model_repository/  (ARGS="--help" for options)
 	$(PY) -m export $(ARGS)
 

@@ -11,10 +11,30 @@ missing=()
 command -v promtool >/dev/null && command -v prometheus >/dev/null || missing+=(prometheus)
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx)
 if [ ${#missing[@]} -gt 0 ]; then
-    apt-get update -q
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
-    # the package starts a system nginx on :80; the replica launcher runs its own
-    if command -v service >/dev/null; then service nginx stop >/dev/null 2>&1 || true; fi
+    echo "deploy/ci-tools.sh: installing ${missing[*]} from Debian with apt-get (the tests run the real servers);" \
+        "no service is left running or enabled" >&2
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "deploy/ci-tools.sh: installing needs root; as root run: apt-get install ${missing[*]}" >&2
+        exit 1
+    fi
+    # Debian starts and enables a package's daemon on install unless policy-rc.d says no: the tests start their
+    # own prometheus and nginx, so none is started here.
+    policy=/usr/sbin/policy-rc.d
+    had_policy=0
+    [ -e "$policy" ] && had_policy=1
+    if [ "$had_policy" -eq 0 ]; then printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy"; fi
+    status=0
+    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"; } \
+        || status=$?
+    if [ "$had_policy" -eq 0 ]; then rm -f "$policy"; fi
+    if [ "$status" -ne 0 ]; then
+        echo "deploy/ci-tools.sh: apt-get could not install ${missing[*]} (exit $status)" >&2
+        exit "$status"
+    fi
+    for unit in "${missing[@]}"; do
+        if command -v systemctl >/dev/null; then systemctl disable --now "$unit" >/dev/null 2>&1 || true; fi
+        if command -v update-rc.d >/dev/null; then update-rc.d "$unit" disable >/dev/null 2>&1 || true; fi
+    done
 fi
 
 if ! kubectl kustomize --help >/dev/null 2>&1; then
