@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
@@ -22,6 +23,7 @@ from serving.admin import Admin, drain_then_stop
 from serving.config import RESTRICTED, ServeConfig
 from serving.manifest import REPOSITORY_INDEX, VerificationError, read, verify
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 log = logging.getLogger(__name__)
 
 # Backends a model of the repository index needs, by the name Triton gives the backend directory.
@@ -271,6 +273,14 @@ class StubWatchdog(threading.Thread):
             self.seen |= alive
 
 
+def _own_process_group() -> None:
+    """In the child before exec: a process group of its own, so that a terminal's Ctrl-C (SIGINT to the whole
+    foreground group) reaches the launcher alone and the drain decides when tritonserver stops; and SIGTERM
+    should the launcher die first, so that no server outlives it."""
+    os.setpgid(0, 0)
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def serve(cfg: ServeConfig) -> int:
     """Run tritonserver in the foreground; SIGINT/SIGTERM are passed on so that it drains and exits."""
     log.info("serve config: %s (admin key %s)", cfg, "configured" if cfg.admin_key else "random, APIs closed")
@@ -283,7 +293,7 @@ def serve(cfg: ServeConfig) -> int:
     key = cfg.admin_key or secrets.token_urlsafe(32)
     cmd = command(cfg, server, models, key)
     log.info("starting %s with models %s", server.binary, ", ".join(models))
-    proc = subprocess.Popen(cmd, env=server.env)
+    proc = subprocess.Popen(cmd, env=server.env, preexec_fn=_own_process_group)
     admin = Admin(cfg, key)
     python_models, ensembles = _roles(index, models)
     watchdog = StubWatchdog(admin, proc, python_models)

@@ -112,7 +112,10 @@ def start_server(repository: Path, log_path: Path, *extra: str) -> TritonServer:
         sys.executable, "-m", "serving", "--repository", str(repository),
         "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics), *extra,
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+    # A session of its own, as a shell gives a foreground job: a test can signal the whole group as a terminal does.
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ), start_new_session=True
+    )
     server = TritonServer(f"127.0.0.1:{grpc}", f"127.0.0.1:{http}", f"127.0.0.1:{metrics}", log_path, repository, proc)
     return server
 
