@@ -149,7 +149,9 @@ def _roles(index: dict, models: list[str]) -> tuple[list[str], list[str]]:
     return python, [m for m in index.get("ensemble_requires", {}) if m in models]
 
 
-def command(cfg: ServeConfig, server: Server, models: list[str], admin_key: str | None = None) -> list[str]:
+def command(
+    cfg: ServeConfig, server: Server, models: list[str], admin_key: str | None = None, target: str = "cpu"
+) -> list[str]:
     cmd = [
         str(server.binary),
         f"--model-repository={cfg.repository.resolve()}",
@@ -171,8 +173,17 @@ def command(cfg: ServeConfig, server: Server, models: list[str], admin_key: str 
         *connection_age(cfg),
         *restricted(cfg, admin_key),
         *tls(cfg),
+        *host_only(target),
     ]
     return cmd
+
+
+def host_only(target: str) -> list[str]:
+    """A CPU repository needs neither GPU metrics (NVML, DCGM) nor a pinned-memory pool: asking for them on a host
+    without a GPU logs errors a user cannot tell from real ones."""
+    if target == "cuda":
+        return []
+    return ["--allow-gpu-metrics=false", "--pinned-memory-pool-byte-size=0"]
 
 
 def connection_age(cfg: ServeConfig) -> list[str]:
@@ -291,8 +302,13 @@ def serve(cfg: ServeConfig) -> int:
     if not models:
         raise LaunchError(f"no model of {cfg.repository} can be loaded")
     key = cfg.admin_key or secrets.token_urlsafe(32)
-    cmd = command(cfg, server, models, key)
+    cmd = command(cfg, server, models, key, index.get("target", "cpu"))
     log.info("starting %s with models %s", server.binary, ", ".join(models))
+    if index.get("target", "cpu") == "cpu":
+        log.info(
+            "CPU repository: tritonserver's own CUDA probes log 'CudaDriverHelper has not been initialized' and, "
+            "for an ensemble, 'unable to create stream'; on a host without a GPU both are expected and harmless"
+        )
     proc = subprocess.Popen(cmd, env=server.env, preexec_fn=_own_process_group)
     admin = Admin(cfg, key)
     python_models, ensembles = _roles(index, models)

@@ -102,3 +102,14 @@ def test_a_package_tuned_on_another_processor_loads_with_a_warning(repo, backend
     _model(repo, "bert_fp32", files, autotune={"ran": True, "tuned_for": cpu_model()})
     assert "bert_fp32" in select_models(repo, read_index(repo), backends)
     assert "autotuned" not in caplog.text
+
+
+def test_a_cpu_repository_asks_tritonserver_for_no_gpu_metrics_or_pinned_pool(backends):
+    from serving.server import Server
+
+    cfg = parse_args(["--repository", "repo"])
+    server = Server(Path("/bin/tritonserver"), backends, {})
+    cpu = command(cfg, server, ["bert"], target="cpu")
+    assert "--allow-gpu-metrics=false" in cpu and "--pinned-memory-pool-byte-size=0" in cpu
+    cuda = command(cfg, server, ["bert"], target="cuda")
+    assert not any(a.startswith(("--allow-gpu-metrics", "--pinned-memory-pool")) for a in cuda)
