@@ -12,6 +12,7 @@ from tritonclient.utils import InferenceServerException
 from loadtest import CouldNotRunError
 from loadtest.payload import TEXT_INPUT, TOKEN_INPUTS, Payload
 from loadtest.stats import OK
+from serving.client import status_of
 
 logger = logging.getLogger(__name__)
 
@@ -19,15 +20,8 @@ _DTYPES = {"object": "BYTES", "int64": "INT64", "float32": "FP32"}
 
 
 def outcome_of(exc: BaseException) -> str:
-    """A low-cardinality outcome label from a failed request: the gRPC status or HTTP code, lower case."""
-    if isinstance(exc, InferenceServerException):
-        status = exc.status() or "unknown"
-        return str(status).removeprefix("StatusCode.").lower()
-    if isinstance(exc, asyncio.TimeoutError | TimeoutError):
-        return "deadline_exceeded"
-    if isinstance(exc, ConnectionError | OSError):
-        return "unavailable"
-    return "client_error"
+    """A low-cardinality outcome label from a failed request: its status (serving.client.status_of), lower case."""
+    return status_of(exc).lower()
 
 
 class TritonClient:

@@ -18,6 +18,8 @@ import numpy as np
 import tritonclient.grpc.aio as grpcaio
 from tritonclient.utils import InferenceServerException
 
+from serving.client import status_of
+
 log = logging.getLogger(__name__)
 
 SENTENCES = (
@@ -77,12 +79,13 @@ class Run:
         }
 
 
-def status_of(exc: BaseException) -> tuple[str, str]:
+def status_and_message(exc: BaseException) -> tuple[str, str]:
+    """The failed call's status (serving.client.status_of) and what the server or the client said."""
     if isinstance(exc, InferenceServerException):
-        return str(exc.status() or "UNKNOWN").removeprefix("StatusCode."), exc.message() or ""
+        return status_of(exc), exc.message() or ""
     if isinstance(exc, asyncio.TimeoutError):
-        return "DEADLINE_EXCEEDED", "client-side deadline"
-    return type(exc).__name__, str(exc)
+        return status_of(exc), "client-side deadline"
+    return status_of(exc), f"{type(exc).__name__}: {exc}"
 
 
 def _inputs(text: str) -> list[Any]:
@@ -122,7 +125,7 @@ async def open_loop(
             await client.infer(model, _inputs(SENTENCES[i % len(SENTENCES)]), **kw)
             status, message = "ok", ""
         except Exception as e:  # every failure is an outcome to count, never a crash of the run
-            status, message = status_of(e)
+            status, message = status_and_message(e)
         run.outcomes.append(Outcome(intended, time.perf_counter() - start - intended, status, message))
 
     try:
@@ -165,7 +168,7 @@ async def closed_loop(url: str, concurrency: int, duration_s: float, *, model: s
                 await client.infer(model, _inputs(SENTENCES[i % len(SENTENCES)]), client_timeout=10.0)
                 status, message = "ok", ""
             except Exception as e:  # counted, never fatal
-                status, message = status_of(e)
+                status, message = status_and_message(e)
             run.outcomes.append(Outcome(sent, time.perf_counter() - start - sent, status, message))
             i += concurrency
 

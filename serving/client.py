@@ -63,12 +63,30 @@ _GRPC = {
 _HTTP = {"400": InvalidInput, "503": Unavailable, "504": DeadlineExceeded, "404": NotFound}
 
 
+def server_status(e: InferenceServerException) -> str:
+    """The status the server answered with: a gRPC status name or an HTTP code; "" when none came."""
+    return str(e.status() or "").removeprefix("StatusCode.")
+
+
+def status_of(e: BaseException) -> str:
+    """One status name for any failed call, as the load tester and the reliability runs count them: the server's
+    (gRPC name or HTTP code), else DEADLINE_EXCEEDED for the client's own timeout, UNAVAILABLE for no connection,
+    CLIENT_ERROR for anything else."""
+    if isinstance(e, InferenceServerException):
+        return server_status(e) or "UNKNOWN"
+    if isinstance(e, asyncio.TimeoutError | TimeoutError):
+        return "DEADLINE_EXCEEDED"
+    if isinstance(e, ConnectionError | OSError):
+        return "UNAVAILABLE"
+    return "CLIENT_ERROR"
+
+
 def map_error(e: Exception) -> EmbedError:
     """One exception type per failure class, whatever the protocol."""
     if isinstance(e, EmbedError):
         return e
     if isinstance(e, InferenceServerException):
-        status = str(e.status() or "").removeprefix("StatusCode.")
+        status = server_status(e)
         message = e.message() or str(e)
         if "has no available versions" in message:  # the model is (re)loading: retryable
             return Unavailable(message, status)

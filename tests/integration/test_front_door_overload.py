@@ -130,7 +130,7 @@ async def _grpc_overload(grpc_url: str, rate: float) -> list[tuple[float, str]]:
             await client.infer("embed", [inp], client_timeout=10)
             return "OK"
         except Exception as e:  # every failure is an outcome to count
-            return traffic.status_of(e)[0]
+            return traffic.status_and_message(e)[0]
 
     try:
         return await _open_loop(rate, SECONDS, call)
