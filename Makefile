@@ -28,7 +28,7 @@ BACKEND_LIB   := $(BACKEND_BUILD)/libtriton_bertserve.so
 backend: $(STAMP) ## Build the native Triton backend (backend/) into build/backend/
 	@$(MAKE) --no-print-directory $(BACKEND_LIB)
 
-$(BACKEND_LIB): $(STAMP) backend/CMakeLists.txt $(wildcard backend/src/* backend/tests/*.cc)
+$(BACKEND_LIB): $(STAMP) backend/CMakeLists.txt $(wildcard backend/src/* backend/src/tokenizer/* backend/tests/*.cc)
 	mkdir -p $(BACKEND_BUILD)
 	cmake -S backend -B $(BACKEND_BUILD) -DTORCH_DIR="$$($(PY) -c 'import torch, os; print(os.path.dirname(torch.__file__))')" \
 	  -DJSON_INCLUDE="$$($(PY) -c 'import importlib.util as u; print(u.find_spec("nlohmann_json").submodule_search_locations[0] + "/include")')" \

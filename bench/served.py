@@ -49,6 +49,9 @@ CASES = {
     "bert-128": Case("bert", "fixed", 128),
     "embed-16": Case("embed", "fixed", 16),
     "embed-corpus": Case("embed", "corpus"),
+    # The ensemble of the Python tokenizer and bert, where bench/native_embed.py serves it beside a native embed.
+    "ensemble-16": Case("embed_ensemble", "fixed", 16),
+    "ensemble-corpus": Case("embed_ensemble", "corpus"),
 }
 
 
@@ -66,7 +69,7 @@ def parse_case(name: str) -> tuple[Case, int]:
 def run_case(name: str, server: processes.ServerProcess, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     case, batch = parse_case(name)  # main checked every name
     binary, libdir = ensure_perf_analyzer(args.build)
-    pool = build_pool(case.config(args.seed), "text" if case.model == "embed" else "tokens")
+    pool = build_pool(case.config(args.seed), "text" if case.model.startswith("embed") else "tokens")
     data = work / f"{name}-input.json"
     data.write_text(json.dumps(perf_analyzer_input_data(pool)), encoding="utf-8")
 

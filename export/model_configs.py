@@ -190,6 +190,22 @@ def embed_config(shape: ServingShape, bert_model: str = "bert") -> dict[str, Any
     }
 
 
+def native_embed_config(shape: ServingShape, precision: str, runtime: str, threads: int = 0) -> dict[str, Any]:
+    """`embed` as one model of the native backend: TEXT in, tokenized on its compute threads, EMBEDDING and
+    TRUNCATED out (the encoder model's parameters and batching, the ensemble's inputs and outputs)."""
+    config = bert_config("embed", shape, precision, runtime, "bertserve", threads)
+    text = {"data_type": "TYPE_STRING", "dims": [1], "input_data_file": WARMUP_TEXT}
+    return {
+        **config,
+        "input": [{"name": "TEXT", "data_type": "TYPE_STRING", "dims": [1]}],
+        "output": embed_config(shape)["output"],
+        "model_warmup": [
+            {"name": f"batch_{b}", "batch_size": b, "inputs": {"TEXT": text}}
+            for b in sorted({1, min(8, shape.max_batch)})
+        ],
+    }
+
+
 def torchscript_config(shape: ServingShape) -> dict[str, Any]:
     """For stock Triton's PyTorch backend (absent from the bundled server): clients send padded batches."""
     return {

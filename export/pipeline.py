@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import json
 import logging
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -15,7 +17,7 @@ import torch
 from torch import nn
 
 from export import artifacts as art
-from export import autotune, checkpoint, fusion, model_configs, serving_choice
+from export import autotune, checkpoint, fusion, model_configs, native_tokenizer, serving_choice
 from export.config import ExportConfig
 from export.encoder import Encoder
 from export.errors import AccuracyGateError, ExportError
@@ -283,13 +285,18 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
     writer.copy_model_code("tokenizer", "tokenizer.py")
     writer.write_warmup("tokenizer", {"text": serialize_strings([WARMUP_TEXT])})
     writer.write_manifest("tokenizer", {**common, "model": "tokenizer"})
-    writer.write_config("embed", model_configs.embed_config(shape))
-    writer.write_manifest("embed", {**common, "model": "embed", "steps": ["tokenizer", "bert"]})
-    models = {
-        "tokenizer": "python",
-        "embed": "ensemble",
-        **{names[v.precision]: backends[v.precision] for v in variants},
-    }
+    tokenizer_json = writer.version_dir("tokenizer") / "tokenizer" / "tokenizer.json"
+    why = native_tokenizer.unsupported(json.loads(tokenizer_json.read_text()))
+    if backends[served.precision] != native.NAME:
+        why = "bert is not served by the native backend"
+    models = {"tokenizer": "python", **{names[v.precision]: backends[v.precision] for v in variants}}
+    if why is None:
+        _write_native_embed(writer, shape, served, common, tokenizer_json, cfg.threads)
+        models["embed"] = native.NAME
+    else:
+        log.warning("embed is the ensemble of the Python tokenizer and bert: the native tokenizer cannot: %s", why)
+        writer.write_config("embed", model_configs.embed_config(shape))
+        writer.write_manifest("embed", {**common, "model": "embed", "steps": ["tokenizer", "bert"]})
     ts_source = next((v for v in [served, *variants] if art.TORCHSCRIPT in v.built), None)
     if ts_source is not None:
         writer.write_config("bert_torchscript", model_configs.torchscript_config(shape))
@@ -304,7 +311,29 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
             "served": {"bert": served.precision},
             "served_reason": choice.reason,
             "models": {name: {"backend": backend} for name, backend in models.items()},
-            "ensemble_requires": {"embed": ["tokenizer", "bert"]},
+            "ensemble_requires": {} if models["embed"] == native.NAME else {"embed": ["tokenizer", "bert"]},
         }
     )
     return report
+
+
+def _write_native_embed(writer, shape, served: Variant, common: dict, tokenizer_json: Path, threads: int) -> None:
+    """`embed` as one native model: bert's artifact (linked) and the tokenizer.json the backend tokenizes with."""
+    file = served.built[served.runtime]["file"]  # "1/<name>"
+    writer.link("embed", Path(file).name, "bert", Path(file).name)
+    (writer.version_dir("embed") / "tokenizer").mkdir()
+    shutil.copyfile(tokenizer_json, writer.version_dir("embed") / "tokenizer" / "tokenizer.json")
+    writer.write_config("embed", model_configs.native_embed_config(shape, served.precision, served.runtime, threads))
+    writer.write_warmup("embed", {model_configs.WARMUP_TEXT: serialize_strings([WARMUP_TEXT])})
+    writer.write_manifest(
+        "embed",
+        {
+            **common,
+            "model": "embed",
+            "precision": served.precision,
+            "recipe": served.recipe,
+            "runtime": served.runtime,
+            "artifacts": {served.runtime: {"file": file}},
+            "tokenizer": "1/tokenizer/tokenizer.json",
+        },
+    )

@@ -102,6 +102,9 @@ def read_index(repo: Path) -> dict:
     return json.loads(index_path.read_text())
 
 
+ENTRY_POINT = "embed"  # what most clients call: a server without it must not report ready
+
+
 def select_models(repo: Path, index: dict, backend_dir: Path) -> list[str]:
     """Models to load: backend present and every file verified; ensembles listed even when a step failed, so
     that the server reports not ready rather than serving half a pipeline."""
@@ -115,9 +118,14 @@ def select_models(repo: Path, index: dict, backend_dir: Path) -> list[str]:
             manifest = read(repo / name)
             verify(repo / name, manifest)
         except VerificationError as e:
-            log.error("not loading %s: %s", name, e)
-            continue
-        _warn_if_tuned_elsewhere(name, manifest)
+            if name != ENTRY_POINT:
+                log.error("not loading %s: %s", name, e)
+                continue
+            # The native embed verifies its files itself and refuses to load: listed, it keeps the server not
+            # ready, as an ensemble with a missing step does, rather than ready without its main model.
+            log.error("%s will not load: %s", name, e)
+        else:
+            _warn_if_tuned_elsewhere(name, manifest)
         load.append(name)
     for ensemble, steps in index.get("ensemble_requires", {}).items():
         missing = [s for s in steps if s not in load]

@@ -116,9 +116,14 @@ void InstanceState::Refuse(Pending& p, RequestError error) {
 
 void InstanceState::Serve(const std::vector<Pending*>& batch, uint64_t exec_start) {
   const ModelSettings& s = model_->settings();
+  if (const tokenizer::Tokenizer* tokenizer = model_->tokenizer()) {
+    for (Pending* p : batch) p->Tokenize(s, *tokenizer);  // here, on the compute thread: execute never waits on it
+  }
+  const uint64_t tokenized = NowNs();
   std::vector<ValidRequest> valid;
   uint64_t rows = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
+    if (batch[i]->error) continue;  // a text too long to keep (truncate=false)
     valid.push_back({i, &batch[i]->batch, batch[i]->lengths});
     rows += static_cast<uint64_t>(batch[i]->batch.rows());
   }
@@ -137,7 +142,7 @@ void InstanceState::Serve(const std::vector<Pending*>& batch, uint64_t exec_star
     }
     for (size_t k = 0; k < g.rows.size(); ++k) {
       Pending& p = *batch[g.rows[k].first];
-      p.embedding.resize(p.batch.rows() * s.hidden);
+      p.embedding.resize(p.rows() * s.hidden);
       std::copy_n(out.data() + k * s.hidden, s.hidden, p.embedding.data() + g.rows[k].second * s.hidden);
     }
   }
@@ -149,7 +154,8 @@ void InstanceState::Serve(const std::vector<Pending*>& batch, uint64_t exec_star
   ErrorPtr(TRITONBACKEND_ModelInstanceReportBatchStatistics(instance_, rows, exec_start, compute_start, compute_end,
                                                             exec_end));
   Metrics& m = model_->metrics();
-  m.StageTime(Stage::kCollate, Seconds(exec_start, compute_start));
+  if (s.text()) m.StageTime(Stage::kTokenize, Seconds(exec_start, tokenized));
+  m.StageTime(Stage::kCollate, Seconds(s.text() ? tokenized : exec_start, compute_start));
   m.StageTime(Stage::kInfer, Seconds(compute_start, compute_end));
   m.StageTime(Stage::kRespond, Seconds(compute_end, exec_end));
   m.Batch(static_cast<int64_t>(rows), collated.padding_ratio(), collated.real_tokens);
@@ -173,7 +179,7 @@ void InstanceState::Enqueue(std::vector<std::unique_ptr<Pending>>& pending) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& p : pending) {
       if (p->error) continue;  // refused already
-      const int64_t rows = p->batch.rows();
+      const int64_t rows = p->rows();
       if (s.max_queue_rows > 0 && !queue_.empty() && queued_rows_ + rows > s.max_queue_rows) continue;
       queued_rows_ += rows;
       queue_.push_back(std::move(p));
@@ -199,7 +205,7 @@ void InstanceState::ServeQueued() {
     int64_t rows = 0;
     while (!queue_.empty()) {
       Pending& p = *queue_.front();
-      const int64_t r = p.batch.rows();
+      const int64_t r = p.rows();
       const uint64_t deadline_us = DeadlineUs(p, overloaded);
       const bool late = deadline_us > 0 && start > p.arrived_ns && start - p.arrived_ns > deadline_us * 1000;
       if (late) deadlines_us.push_back(deadline_us);

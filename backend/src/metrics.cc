@@ -11,10 +11,11 @@ const std::vector<double> kLatencyBuckets = {0.00005, 0.0001, 0.0002, 0.0005, 0.
                                              0.01,    0.015,  0.02,   0.03,   0.05,  0.1,   0.2,   0.5,   1.0};
 const std::vector<double> kBatchBuckets = {1, 2, 4, 8, 16, 32, 64, 128};
 const std::vector<double> kRatioBuckets = {0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0};
-const char* const kReasons[] = {"too_long",  "bad_token_id", "bad_attention_mask", "bad_shape",
-                                "queue_full", "queue_timeout", "internal"};
+const char* const kReasons[] = {"too_long",   "bad_token_id",  "bad_attention_mask", "bad_shape",
+                                "queue_full", "queue_timeout", "internal",           "text_too_large",
+                                "invalid_utf8", "empty_text"};
 const std::pair<Stage, const char*> kStages[] = {
-    {Stage::kCollate, "collate"}, {Stage::kInfer, "infer"}, {Stage::kRespond, "respond"}};
+    {Stage::kTokenize, "tokenize"}, {Stage::kCollate, "collate"}, {Stage::kInfer, "infer"}, {Stage::kRespond, "respond"}};
 
 // Records a value, dropping (and logging) a failure: a metric must never fail a request.
 void Record(TRITONSERVER_Error* (*update)(TRITONSERVER_Metric*, double), TRITONSERVER_Metric* m, double v) {

@@ -12,7 +12,7 @@
 
 namespace bertserve {
 
-enum class Stage { kCollate, kInfer, kRespond };
+enum class Stage { kTokenize, kCollate, kInfer, kRespond };
 
 class Metrics {
  public:

@@ -1,9 +1,33 @@
 #include "model_state.h"
 
+#include <fstream>
+#include <sstream>
+
 #include "batching.h"
 #include "triton_util.h"
 
 namespace bertserve {
+namespace {
+
+// The (verified) tokenizer.json; its max_seq must leave room for the special tokens.
+std::unique_ptr<tokenizer::Tokenizer> LoadTokenizer(const ModelSettings& s) {
+  std::ifstream in(s.tokenizer, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in) throw BackendError(TRITONSERVER_ERROR_INVALID_ARG, s.name + ": cannot read " + s.tokenizer.string());
+  try {
+    auto t = tokenizer::Tokenizer::FromJson(text.str());
+    if (static_cast<size_t>(s.max_seq) <= t->special_count()) {
+      throw std::invalid_argument("max_seq leaves no room for text between the special tokens");
+    }
+    BERTSERVE_LOG(INFO, s.name + ": native tokenizer from " + s.tokenizer.string());
+    return t;
+  } catch (const std::invalid_argument& e) {
+    throw BackendError(TRITONSERVER_ERROR_INVALID_ARG, s.name + ": " + e.what());
+  }
+}
+
+}  // namespace
 
 ModelState::ModelState(ModelSettings settings)
     : settings_(std::move(settings)),
@@ -30,7 +54,9 @@ std::unique_ptr<ModelState> ModelState::Create(TRITONBACKEND_Model* model) {
   BERTSERVE_LOG(INFO, settings.name + ": " + settings.precision + " " + settings.runtime + " artifact " +
                           settings.artifact.string() + " verified; " + std::to_string(settings.threads) +
                           " intra-op threads per instance");
-  return std::unique_ptr<ModelState>(new ModelState(std::move(settings)));
+  std::unique_ptr<ModelState> state(new ModelState(std::move(settings)));
+  if (state->settings_.text()) state->tokenizer_ = LoadTokenizer(state->settings_);
+  return state;
 }
 
 }  // namespace bertserve

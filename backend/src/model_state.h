@@ -6,6 +6,7 @@
 
 #include "metrics.h"
 #include "settings.h"
+#include "tokenizer/tokenizer.h"
 #include "triton_api.h"
 
 namespace bertserve {
@@ -18,12 +19,15 @@ class ModelState {
   const ModelSettings& settings() const { return settings_; }
   const std::vector<int64_t>& length_buckets() const { return length_buckets_; }
   Metrics& metrics() { return *metrics_; }
+  // Text models only (settings().text()).
+  const tokenizer::Tokenizer* tokenizer() const { return tokenizer_.get(); }
 
  private:
   explicit ModelState(ModelSettings settings);
   ModelSettings settings_;
   std::vector<int64_t> length_buckets_;
   std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
 };
 
 }  // namespace bertserve

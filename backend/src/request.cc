@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "text_input.h"
 #include "triton_util.h"
 
 namespace bertserve {
@@ -11,6 +12,9 @@ namespace {
 constexpr const char* kIds = "input_ids";
 constexpr const char* kMask = "attention_mask";
 constexpr const char* kOutput = "embedding";
+constexpr const char* kText = "TEXT";
+constexpr const char* kTextOutput = "EMBEDDING";
+constexpr const char* kTruncatedOutput = "TRUNCATED";
 
 RequestError BadShape(const std::string& message) { return {"bad_shape", message}; }
 
@@ -53,6 +57,95 @@ std::optional<RequestError> ReadInput(
   return std::nullopt;
 }
 
+// The TEXT elements of a request ([rows, 1] BYTES: each a 4-byte little-endian length, then its bytes), each
+// checked as decode_text checks it; a bad one is named by its index when the request holds several.
+std::optional<RequestError> ReadTexts(TRITONBACKEND_Request* request, std::vector<std::string>* texts) {
+  TRITONBACKEND_Input* input = nullptr;
+  Check(TRITONBACKEND_RequestInput(request, kText, &input), kText);
+  TRITONSERVER_DataType dtype;
+  const int64_t* dims = nullptr;
+  uint32_t dims_count = 0, buffer_count = 0;
+  uint64_t byte_size = 0;
+  Check(TRITONBACKEND_InputProperties(input, nullptr, &dtype, &dims, &dims_count, &byte_size, &buffer_count), kText);
+  if (dtype != TRITONSERVER_TYPE_BYTES) return BadShape(std::string("TEXT must be BYTES, got ") + TRITONSERVER_DataTypeString(dtype));
+  if (dims_count == 0 || dims[0] < 1) return BadShape("TEXT holds no element");
+  int64_t count = 1;
+  for (uint32_t d = 0; d < dims_count; ++d) count *= std::max<int64_t>(dims[d], 0);
+  std::string data;
+  data.reserve(byte_size);
+  for (uint32_t b = 0; b < buffer_count; ++b) {
+    const void* buffer = nullptr;
+    uint64_t size = 0;
+    TRITONSERVER_MemoryType memory = TRITONSERVER_MEMORY_CPU;
+    int64_t memory_id = 0;
+    Check(TRITONBACKEND_InputBuffer(input, b, &buffer, &size, &memory, &memory_id), kText);
+    if (memory == TRITONSERVER_MEMORY_GPU) return Internal("TEXT arrived in GPU memory");
+    data.append(static_cast<const char*>(buffer), size);
+  }
+  size_t at = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    if (data.size() - at < 4) return BadShape("TEXT has fewer elements than its shape");
+    uint32_t size = 0;
+    for (int k = 3; k >= 0; --k) size = (size << 8) | static_cast<unsigned char>(data[at + static_cast<size_t>(k)]);
+    at += 4;
+    if (data.size() - at < size) return BadShape("TEXT element " + std::to_string(i) + " is cut short");
+    texts->emplace_back(data, at, size);
+    at += size;
+  }
+  if (at != data.size()) return BadShape("TEXT has more bytes than its elements");
+  for (size_t i = 0; i < texts->size(); ++i) {
+    if (auto error = CheckText((*texts)[i])) {
+      if (texts->size() > 1) error->message = "TEXT element " + std::to_string(i) + ": " + error->message;
+      return error;
+    }
+  }
+  return std::nullopt;
+}
+
+// The `truncate` request parameter: false (or "false", "False", "0", 0) refuses a text too long to keep.
+bool TruncateRequested(TRITONBACKEND_Request* request) {
+  uint32_t count = 0;
+  Check(TRITONBACKEND_RequestParameterCount(request, &count), "request parameters");
+  for (uint32_t i = 0; i < count; ++i) {
+    const char* key = nullptr;
+    TRITONSERVER_ParameterType type;
+    const void* value = nullptr;
+    Check(TRITONBACKEND_RequestParameter(request, i, &key, &type, &value), "request parameter");
+    if (key == nullptr || std::string_view(key) != "truncate" || value == nullptr) continue;
+    switch (type) {
+      case TRITONSERVER_PARAMETER_BOOL:
+        return *static_cast<const bool*>(value);
+      case TRITONSERVER_PARAMETER_INT:
+        return *static_cast<const int64_t*>(value) != 0;
+      case TRITONSERVER_PARAMETER_DOUBLE:
+        return *static_cast<const double*>(value) != 0.0;
+      case TRITONSERVER_PARAMETER_STRING: {
+        const std::string_view s(static_cast<const char*>(value));
+        return s != "false" && s != "False" && s != "0";
+      }
+      default:
+        return true;
+    }
+  }
+  return true;
+}
+
+// One [rows, n] output of the response, copied from `data`.
+TRITONSERVER_Error* WriteOutput(TRITONBACKEND_Response* response, const char* name, TRITONSERVER_DataType dtype,
+                                const int64_t* shape, const void* data, uint64_t bytes) {
+  TRITONBACKEND_Output* output = nullptr;
+  void* buffer = nullptr;
+  TRITONSERVER_MemoryType memory = TRITONSERVER_MEMORY_CPU;
+  int64_t memory_id = 0;
+  TRITONSERVER_Error* e = TRITONBACKEND_ResponseOutput(response, &output, name, dtype, shape, 2);
+  if (e == nullptr) e = TRITONBACKEND_OutputBuffer(output, &buffer, bytes, &memory, &memory_id);
+  if (e == nullptr && memory == TRITONSERVER_MEMORY_GPU) {
+    e = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "the output buffer is in GPU memory");
+  }
+  if (e == nullptr && bytes > 0) std::memcpy(buffer, data, bytes);
+  return e;
+}
+
 TRITONSERVER_Error_Code CodeOf(const RequestError& e) {
   switch (e.kind) {
     case RequestError::Kind::kInternal:
@@ -74,6 +167,11 @@ RequestError Unavailable(const std::string& reason, const std::string& message) 
 
 void Pending::Read(const ModelSettings& s) {
   try {
+    if (s.text()) {
+      truncate = TruncateRequested(request);
+      error = ReadTexts(request, &texts);
+      return;
+    }
     std::vector<int64_t> ids_shape, mask_shape;
     error = ReadInput(request, kIds, &ids_shape, &ids);
     if (!error) error = ReadInput(request, kMask, &mask_shape, &mask);
@@ -85,6 +183,31 @@ void Pending::Read(const ModelSettings& s) {
   }
 }
 
+void Pending::Tokenize(const ModelSettings& s, const tokenizer::Tokenizer& tokenizer) {
+  const auto max_len = static_cast<size_t>(s.max_seq);
+  std::vector<std::vector<int64_t>> rows(texts.size());
+  truncated.assign(texts.size(), 0);
+  size_t width = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    truncated[i] = tokenizer.Encode(texts[i], max_len, &rows[i]) ? 1 : 0;
+    width = std::max(width, rows[i].size());
+    if (truncated[i] && !truncate) {
+      error = RequestError{"too_long", "TEXT is longer than the max length of " + std::to_string(s.max_seq) + " tokens"};
+      return;
+    }
+  }
+  const auto n = static_cast<int64_t>(texts.size()), w = static_cast<int64_t>(width);
+  ids.assign(texts.size() * width, kPadId);
+  mask.assign(texts.size() * width, 0);
+  lengths.resize(texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    std::copy(rows[i].begin(), rows[i].end(), ids.begin() + static_cast<std::ptrdiff_t>(i * width));
+    std::fill_n(mask.begin() + static_cast<std::ptrdiff_t>(i * width), rows[i].size(), 1);
+    lengths[i] = static_cast<int64_t>(rows[i].size());
+  }
+  batch = TokenBatch{{n, w}, {n, w}, ids, mask};
+}
+
 void Pending::Respond(const ModelSettings& s, Metrics& metrics) {
   responded = true;
   TRITONBACKEND_Response* response = nullptr;
@@ -94,22 +217,16 @@ void Pending::Respond(const ModelSettings& s, Metrics& metrics) {
     return;
   }
   if (!error) {
-    const int64_t shape[2] = {batch.rows(), s.hidden};
-    const uint64_t bytes = embedding.size() * sizeof(float);
-    TRITONBACKEND_Output* output = nullptr;
-    void* buffer = nullptr;
-    TRITONSERVER_MemoryType memory = TRITONSERVER_MEMORY_CPU;
-    int64_t memory_id = 0;
-    TRITONSERVER_Error* e = TRITONBACKEND_ResponseOutput(response, &output, kOutput, TRITONSERVER_TYPE_FP32, shape, 2);
-    if (e == nullptr) e = TRITONBACKEND_OutputBuffer(output, &buffer, bytes, &memory, &memory_id);
-    if (e == nullptr && memory == TRITONSERVER_MEMORY_GPU) {
-      e = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "the output buffer is in GPU memory");
+    const int64_t shape[2] = {rows(), s.hidden};
+    TRITONSERVER_Error* e = WriteOutput(response, s.text() ? kTextOutput : kOutput, TRITONSERVER_TYPE_FP32, shape,
+                                        embedding.data(), embedding.size() * sizeof(float));
+    if (e == nullptr && s.text()) {
+      const int64_t flag_shape[2] = {rows(), 1};
+      e = WriteOutput(response, kTruncatedOutput, TRITONSERVER_TYPE_BOOL, flag_shape, truncated.data(), truncated.size());
     }
     if (e != nullptr) {
       ErrorPtr owned(e);
       error = Internal(std::string("cannot write the output: ") + TRITONSERVER_ErrorMessage(e));
-    } else {
-      std::memcpy(buffer, embedding.data(), bytes);
     }
   }
   ErrorPtr status;

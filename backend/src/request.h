@@ -10,6 +10,7 @@
 #include "batching.h"
 #include "metrics.h"
 #include "settings.h"
+#include "tokenizer/tokenizer.h"
 #include "triton_api.h"
 
 namespace bertserve {
@@ -21,12 +22,19 @@ struct Pending {
   TokenBatch batch;
   std::vector<int64_t> lengths;
   std::optional<RequestError> error;
+  // Text models: the TEXT elements (checked), the `truncate` request parameter, and per text whether it was cut.
+  std::vector<std::string> texts;
+  bool truncate = true;
+  std::vector<uint8_t> truncated;
   std::vector<float> embedding;  // [rows, hidden]
   bool responded = false;        // a final response went out (or could not be created)
   bool released = false;
 
-  // Reads input_ids and attention_mask and validates them; sets `error` for a bad request.
+  // Reads input_ids and attention_mask (TEXT for a text model) and validates them; sets `error` for a bad request.
   void Read(const ModelSettings& settings);
+  // Text models, on a compute thread: the ids of each text; sets `error` for a text too long to keep.
+  void Tokenize(const ModelSettings& settings, const tokenizer::Tokenizer& tokenizer);
+  int64_t rows() const { return texts.empty() ? batch.rows() : static_cast<int64_t>(texts.size()); }
   // Sends the one response (the embedding, or the error with its status) and counts a failure by reason.
   void Respond(const ModelSettings& settings, Metrics& metrics);
   // Reports the request's statistics to Triton (exec_start_ns: when its execution began) and releases it.

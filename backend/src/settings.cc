@@ -152,6 +152,11 @@ ModelSettings ReadSettings(const std::string& name, const fs::path& dir, const s
   const auto rel = Field<std::string>(Field<json>(artifacts, s.runtime.c_str(), where), "file", where);
   Verify(name, dir, manifest, rel);
   s.artifact = dir / rel;
+  if (auto tokenizer = manifest.find("tokenizer"); tokenizer != manifest.end()) {
+    const auto tokenizer_rel = Field<std::string>(manifest, "tokenizer", where);
+    Verify(name, dir, manifest, tokenizer_rel);
+    s.tokenizer = dir / tokenizer_rel;
+  }
   s.threads = static_cast<int>(IntParameter(config, name, "threads", 0, 0));
   if (s.threads == 0) s.threads = UsableCpus();
   s.max_queue_rows = IntParameter(config, name, "max_queue_size", 2 * s.max_batch, 0);

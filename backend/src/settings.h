@@ -17,6 +17,9 @@ struct ModelSettings {
   std::string precision;
   std::string runtime;  // "aoti" or "torchscript"
   std::filesystem::path artifact;
+  // Text in (`embed`): the tokenizer.json the backend tokenizes with; empty for a model of token ids.
+  std::filesystem::path tokenizer;
+  bool text() const { return !tokenizer.empty(); }
   int threads = 1;  // intra-op threads of each instance
   // CPU load shedding (instance_state.h): sequences that may wait per instance; the longest wait before a
   // request is refused (a client's own shorter timeout wins). 0: no bound.

@@ -1,9 +1,13 @@
-// A C surface over the backend's pure logic, for the tests that hold it against serving/batching.py (ctypes).
-// Built as libbertserve_core.so; never loaded by tritonserver.
+// A C surface over the backend's pure logic, for the tests that hold it against serving/batching.py and the
+// Hugging Face tokenizer (ctypes). Built as libbertserve_core.so; never loaded by tritonserver. No exception
+// crosses it: a failure is a return value and a message.
 #include <cstring>
 #include <memory>
+#include <string>
 
 #include "batching.h"
+#include "text_input.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace bertserve;
 
@@ -98,6 +102,93 @@ __attribute__((visibility("default"))) void bertserve_session_group(
       rows_out[2 * i + 1] = group.rows[i].second;
     }
   }
+}
+
+// 0: a valid TEXT element; 1: rejected (reason and message written).
+__attribute__((visibility("default"))) int bertserve_check_text(
+    const char* raw, size_t size, char* reason, size_t reason_cap, char* message, size_t message_cap) {
+  auto error = CheckText(std::string_view(raw, size));
+  if (!error) return 0;
+  CopyOut(error->reason, reason, reason_cap);
+  CopyOut(error->message, message, message_cap);
+  return 1;
+}
+
+// A tokenizer from tokenizer.json's bytes, or null with the reason in `message`.
+__attribute__((visibility("default"))) void* bertserve_tokenizer_new(
+    const char* json, size_t size, char* message, size_t message_cap) {
+  try {
+    return tokenizer::Tokenizer::FromJson(std::string_view(json, size)).release();
+  } catch (const std::exception& e) {
+    CopyOut(e.what(), message, message_cap);
+    return nullptr;
+  }
+}
+
+__attribute__((visibility("default"))) void bertserve_tokenizer_free(void* t) {
+  delete static_cast<tokenizer::Tokenizer*>(t);
+}
+
+// Encodes `count` texts, each checked first (CheckText). For text i: ids_out[offsets[i]..offsets[i+1]) and
+// status[i] = 0 (kept), 1 (truncated) or 2 (rejected: no ids). Returns the ids written, or -1 when `cap` is
+// too small.
+__attribute__((visibility("default"))) int64_t bertserve_tokenizer_encode(
+    void* t, const char* const* texts, const size_t* sizes, size_t count, size_t max_len, int64_t* ids_out,
+    size_t cap, int64_t* offsets, int8_t* status) {
+  try {
+    const auto& tok = *static_cast<tokenizer::Tokenizer*>(t);
+    std::vector<int64_t> ids;
+    size_t used = 0;
+    offsets[0] = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const std::string_view text(texts[i], sizes[i]);
+      if (unicode::FirstInvalid(text) != std::string_view::npos) {
+        status[i] = 2;
+        ids.clear();
+      } else {
+        status[i] = tok.Encode(text, max_len, &ids) ? 1 : 0;
+      }
+      if (used + ids.size() > cap) return -1;
+      std::copy(ids.begin(), ids.end(), ids_out + used);
+      used += ids.size();
+      offsets[i + 1] = static_cast<int64_t>(used);
+    }
+    return static_cast<int64_t>(used);
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+// The normalizer alone: `text` (UTF-8) normalized as the tokenizer does, into `out`; returns the bytes written
+// or -1 when `cap` is too small.
+__attribute__((visibility("default"))) int64_t bertserve_normalize(
+    int clean_text, int chinese, int strip_accents, int lowercase, const char* text, size_t size, char* out,
+    size_t cap) {
+  tokenizer::NormalizerSettings s{clean_text != 0, chinese != 0, std::nullopt, lowercase != 0};
+  if (strip_accents >= 0) s.strip_accents = strip_accents != 0;
+  std::u32string in, normalized, scratch;
+  unicode::Decode(std::string_view(text, size), &in);
+  tokenizer::Normalize(s, in, &normalized, &scratch);
+  std::string bytes;
+  for (char32_t c : normalized) unicode::AppendUtf8(c, &bytes);
+  if (bytes.size() > cap) return -1;
+  std::memcpy(out, bytes.data(), bytes.size());
+  return static_cast<int64_t>(bytes.size());
+}
+
+// The pre-tokenizer alone: the words of `text` joined by '\n' into `out`; returns the bytes written or -1.
+__attribute__((visibility("default"))) int64_t bertserve_pretokenize(const char* text, size_t size, char* out,
+                                                                     size_t cap) {
+  std::u32string in;
+  unicode::Decode(std::string_view(text, size), &in);
+  std::string bytes;
+  tokenizer::PreTokenize(in, [&](std::u32string_view word) {
+    if (!bytes.empty()) bytes.push_back('\n');
+    for (char32_t c : word) unicode::AppendUtf8(c, &bytes);
+  });
+  if (bytes.size() > cap) return -1;
+  std::memcpy(out, bytes.data(), bytes.size());
+  return static_cast<int64_t>(bytes.size());
 }
 
 }  // extern "C"

@@ -89,6 +89,17 @@ def sibling_model(repository: Path) -> str:
     return next(m for m, spec in models.items() if m.startswith("bert_") and spec["backend"] != "pytorch")
 
 
+def text_model(repository: Path) -> str:
+    """The model that checks and tokenizes embed's texts: embed itself when native, else the Python tokenizer."""
+    models = json.loads((repository / "repository.json").read_text())["models"]
+    return "embed" if models["embed"]["backend"] == native.NAME else "tokenizer"
+
+
+@pytest.fixture(scope="session")
+def tokenizing_model(exported_repository: Path) -> str:
+    return text_model(exported_repository)
+
+
 @pytest.fixture(scope="session")
 def side_model(exported_repository: Path) -> str:
     return sibling_model(exported_repository)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,8 +16,10 @@ from export.model_configs import QueuePolicy
 from reliability import processes
 from reliability.repository import linked_copy, replace_file, rewrite_config
 from serving import native
+from tests.integration.conftest import NATIVE_ONLY
 
 pytestmark = pytest.mark.integration
+CORPUS = Path(__file__).resolve().parents[2] / "loadtest" / "data" / "corpus.txt"
 
 
 def _ids_inputs(ids: np.ndarray, mod=grpcclient) -> list:
@@ -86,3 +89,47 @@ def test_a_full_queue_refuses_at_once_and_a_late_request_at_its_turn(exported_re
     expired = [r for r in late if r != "ok"]
     assert expired and all("past its deadline of 1.0 ms" in r and "UNAVAILABLE" in r for r in expired), late
     assert after == ["ok"]
+
+
+def _texts(texts: list[bytes]) -> list:
+    data = np.array([[t] for t in texts], dtype=np.object_)
+    i = grpcclient.InferInput("TEXT", list(data.shape), "BYTES")
+    i.set_data_from_numpy(data)
+    return [i]
+
+
+def test_embed_is_one_native_model(exported_repository):
+    index = json.loads((exported_repository / "repository.json").read_text())
+    assert index["models"]["embed"]["backend"] == native.NAME and "embed" not in index["ensemble_requires"]
+    manifest = json.loads((exported_repository / "embed" / "manifest.json").read_text())
+    assert manifest["tokenizer"] in manifest["files"]  # verified by sha256 at load
+
+
+@pytest.mark.skipif(NATIVE_ONLY, reason="the Python tokenizer is not served")
+def test_native_embed_gives_the_python_tokenizer_paths_embeddings(triton_server):
+    """The shipped corpus, each text through embed (tokenized natively) and through tokenizer -> bert."""
+    client = grpcclient.InferenceServerClient(triton_server.grpc_url)
+    lines = [line for line in CORPUS.read_text().splitlines() if line.strip()][:80]
+    for line in lines:
+        native_emb = client.infer("embed", _texts([line.encode()])).as_numpy("EMBEDDING")
+        tokens = client.infer("tokenizer", _texts([line.encode()]))
+        ids, mask = tokens.as_numpy("input_ids"), tokens.as_numpy("attention_mask")
+        inputs = _ids_inputs(ids)
+        inputs[1].set_data_from_numpy(mask)
+        python_emb = client.infer("bert", inputs).as_numpy("embedding")
+        assert float(np.sum(native_emb * python_emb)) >= 0.9999, line
+
+
+def test_a_bad_element_among_several_texts_is_named_by_its_index(triton_server):
+    client = grpcclient.InferenceServerClient(triton_server.grpc_url)
+    for texts, message in [
+        ([b"fine", b"also fine", b"\xc3("], "TEXT element 2: TEXT is not valid UTF-8 (byte 0: b'\\xc3')"),
+        ([b"fine", b" \t "], "TEXT element 1: TEXT is empty"),
+        ([b"x" * 65537, b"fine"], "TEXT element 0: TEXT element is 65537 bytes; the limit is 65536"),
+    ]:
+        with pytest.raises(InferenceServerException) as e:
+            client.infer("embed", _texts(texts))
+        assert e.value.status() == "StatusCode.INVALID_ARGUMENT" and e.value.message() == message
+    result = client.infer("embed", _texts([b"one", b"two", b"word " * 400]))
+    assert result.as_numpy("EMBEDDING").shape == (3, 384)
+    assert result.as_numpy("TRUNCATED").ravel().tolist() == [False, False, True]

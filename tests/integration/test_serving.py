@@ -145,12 +145,15 @@ BAD_TEXT = [
 
 
 @pytest.mark.parametrize(("case", "texts", "reason", "message"), BAD_TEXT, ids=[c[0] for c in BAD_TEXT])
-def test_bad_text_is_invalid_argument_and_counted(triton_server, grpc, case, texts, reason, message):
-    before = _metric(triton_server.metrics_url, "bertserve_failures_total", model="tokenizer", reason=reason)
+def test_bad_text_is_invalid_argument_and_counted(triton_server, grpc, tokenizing_model, case, texts, reason, message):
+    before = _metric(triton_server.metrics_url, "bertserve_failures_total", model=tokenizing_model, reason=reason)
     status = _expect_invalid(lambda: grpc.infer("embed", _text_input(texts)), message)
     assert status == "StatusCode.INVALID_ARGUMENT"
     url = triton_server.metrics_url
-    assert _metric_reaching(url, "bertserve_failures_total", before + 1, model="tokenizer", reason=reason) == before + 1
+    assert (
+        _metric_reaching(url, "bertserve_failures_total", before + 1, model=tokenizing_model, reason=reason)
+        == before + 1
+    )
     assert _embed(grpc, ["still serving"]).shape == (1, 384)
 
 
@@ -163,19 +166,19 @@ def test_bad_text_over_http_is_400(triton_server):
     assert "TEXT is empty" in exc.value.read().decode()
 
 
-def test_long_text_truncated_by_default_and_rejected_on_request(triton_server, grpc, manifest):
+def test_long_text_truncated_by_default_and_rejected_on_request(triton_server, grpc, manifest, tokenizing_model):
     long_text = "word " * (manifest["max_seq"] * 2)
     result = grpc.infer("embed", _text_input([long_text]))
     assert bool(result.as_numpy("TRUNCATED")[0, 0]) is True
     assert bool(grpc.infer("embed", _text_input(["short"])).as_numpy("TRUNCATED")[0, 0]) is False
-    before = _metric(triton_server.metrics_url, "bertserve_failures_total", model="tokenizer", reason="too_long")
+    before = _metric(triton_server.metrics_url, "bertserve_failures_total", model=tokenizing_model, reason="too_long")
     status = _expect_invalid(
         lambda: grpc.infer("embed", _text_input([long_text]), parameters={"truncate": False}), "longer than"
     )
     assert status == "StatusCode.INVALID_ARGUMENT"
     url = triton_server.metrics_url
     assert (
-        _metric_reaching(url, "bertserve_failures_total", before + 1, model="tokenizer", reason="too_long")
+        _metric_reaching(url, "bertserve_failures_total", before + 1, model=tokenizing_model, reason="too_long")
         == before + 1
     )
 
@@ -279,17 +282,18 @@ def test_client_module_sync_async_and_errors(triton_server):
     np.testing.assert_allclose(asyncio.run(run()), a, atol=1e-5)
 
 
-def test_custom_metrics_on_the_metrics_port(triton_server, grpc):
-    before = _metric(triton_server.metrics_url, "bertserve_request_duration_seconds_count", model="bert")
-    tokens_before = _metric(triton_server.metrics_url, "bertserve_tokens_total", model="bert")
+def test_custom_metrics_on_the_metrics_port(triton_server, grpc, tokenizing_model):
+    encoder = "embed" if tokenizing_model == "embed" else "bert"  # the model whose forward serves embed
+    before = _metric(triton_server.metrics_url, "bertserve_request_duration_seconds_count", model=encoder)
+    tokens_before = _metric(triton_server.metrics_url, "bertserve_tokens_total", model=encoder)
     _embed(grpc, ["count me"])
     count = "bertserve_request_duration_seconds_count"
-    assert _metric_reaching(triton_server.metrics_url, count, before + 1, model="bert") == before + 1
-    assert _metric(triton_server.metrics_url, "bertserve_tokens_total", model="bert") > tokens_before
+    assert _metric_reaching(triton_server.metrics_url, count, before + 1, model=encoder) == before + 1
+    assert _metric(triton_server.metrics_url, "bertserve_tokens_total", model=encoder) > tokens_before
     text = urllib.request.urlopen(f"http://{triton_server.metrics_url}/metrics", timeout=5).read().decode()
-    assert 'bertserve_request_duration_seconds_bucket{model="bert",le="0.01"}' in text
+    assert f'bertserve_request_duration_seconds_bucket{{model="{encoder}",le="0.01"}}' in text
     for stage in ("collate", "infer", "respond"):
-        assert f'bertserve_stage_duration_seconds_count{{model="bert",stage="{stage}"}}' in text
-    assert 'bertserve_stage_duration_seconds_count{model="tokenizer",stage="tokenize"}' in text
+        assert f'bertserve_stage_duration_seconds_count{{model="{encoder}",stage="{stage}"}}' in text
+    assert f'bertserve_stage_duration_seconds_count{{model="{tokenizing_model}",stage="tokenize"}}' in text
     assert "bertserve_padding_ratio_bucket" in text and "bertserve_batch_size_bucket" in text
     assert 'nv_inference_request_success{model="embed"' in text

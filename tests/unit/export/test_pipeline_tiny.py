@@ -60,9 +60,11 @@ def test_generated_configs_round_trip_through_the_schema(repo):
     tok = configs["tokenizer"]
     assert tok.parameters["max_seq"].string_value == "32"
     assert tok.model_warmup[0].inputs["TEXT"].input_data_file == "text"
-    embed = configs["embed"]
-    assert embed.platform == "ensemble" and not embed.HasField("dynamic_batching")
-    assert [s.model_name for s in embed.ensemble_scheduling.step] == ["tokenizer", "bert"]
+    embed = configs["embed"]  # one native model: the tiny checkpoint has MiniLM's (reproducible) tokenizer
+    assert embed.backend == native.NAME and embed.HasField("dynamic_batching")
+    assert [i.name for i in embed.input] == ["TEXT"] and [o.name for o in embed.output] == ["EMBEDDING", "TRUNCATED"]
+    manifest = json.loads((repo / "embed" / "manifest.json").read_text())
+    assert manifest["tokenizer"] == "1/tokenizer/tokenizer.json" and manifest["tokenizer"] in manifest["files"]
     assert configs["bert_torchscript"].platform == "pytorch_libtorch"
     index = json.loads((repo / "repository.json").read_text())
     assert index["served"] == {"bert": "fp32"} and index["models"]["bert_torchscript"]["backend"] == "pytorch"

@@ -1,0 +1,147 @@
+#include "tokenizer/tokenizer.h"
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace bertserve::tokenizer {
+namespace {
+
+using nlohmann::json;
+
+std::invalid_argument Unsupported(const std::string& what) {
+  return std::invalid_argument("the native tokenizer cannot reproduce this tokenizer.json: " + what);
+}
+
+std::string TypeOf(const json& j) {
+  if (j.is_null()) return "null";
+  auto t = j.find("type");
+  return t != j.end() && t->is_string() ? t->get<std::string>() : "?";
+}
+
+NormalizerSettings ReadNormalizer(const json& n) {
+  if (TypeOf(n) != "BertNormalizer") throw Unsupported("normalizer " + TypeOf(n) + " (only BertNormalizer)");
+  NormalizerSettings s;
+  s.clean_text = n.value("clean_text", true);
+  s.handle_chinese_chars = n.value("handle_chinese_chars", true);
+  if (n.contains("strip_accents") && !n["strip_accents"].is_null()) s.strip_accents = n["strip_accents"].get<bool>();
+  s.lowercase = n.value("lowercase", true);
+  return s;
+}
+
+int64_t SpecialId(const json& specials, const std::string& name) {
+  auto it = specials.find(name);
+  if (it == specials.end() || !(*it)["ids"].is_array() || (*it)["ids"].size() != 1) {
+    throw Unsupported("special token " + name + " must have exactly one id");
+  }
+  return (*it)["ids"][0].get<int64_t>();
+}
+
+// The ids the post-processor puts before and after a single sequence.
+void ReadPostProcessor(const json& p, std::vector<int64_t>* prefix, std::vector<int64_t>* suffix) {
+  const std::string type = TypeOf(p);
+  if (type == "null") return;
+  if (type == "BertProcessing") {
+    prefix->push_back(p.at("cls").at(1).get<int64_t>());
+    suffix->push_back(p.at("sep").at(1).get<int64_t>());
+    return;
+  }
+  if (type != "TemplateProcessing") throw Unsupported("post-processor " + type);
+  bool seen = false;
+  for (const json& piece : p.at("single")) {
+    if (piece.contains("Sequence")) {
+      if (seen || piece["Sequence"].value("id", "") != "A") throw Unsupported("a single template other than one $A");
+      seen = true;
+    } else if (piece.contains("SpecialToken")) {
+      (seen ? suffix : prefix)->push_back(SpecialId(p.at("special_tokens"), piece["SpecialToken"].at("id")));
+    } else {
+      throw Unsupported("a template piece other than a special token or the sequence");
+    }
+  }
+  if (!seen) throw Unsupported("a single template without its sequence");
+}
+
+}  // namespace
+
+Tokenizer::Tokenizer(WordPiece model, NormalizerSettings normalizer, std::vector<AddedToken> added,
+                     std::vector<int64_t> prefix, std::vector<int64_t> suffix)
+    : model_(std::move(model)),
+      normalizer_(normalizer),
+      added_(std::move(added)),
+      prefix_(std::move(prefix)),
+      suffix_(std::move(suffix)) {}
+
+std::unique_ptr<Tokenizer> Tokenizer::FromJson(std::string_view text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw std::invalid_argument(std::string("tokenizer.json is not valid JSON: ") + e.what());
+  }
+  try {
+    const json& m = j.at("model");
+    if (TypeOf(m) != "WordPiece") throw Unsupported("model " + TypeOf(m) + " (only WordPiece)");
+    if (TypeOf(j.value("pre_tokenizer", json())) != "BertPreTokenizer") {
+      throw Unsupported("pre-tokenizer " + TypeOf(j.value("pre_tokenizer", json())) + " (only BertPreTokenizer)");
+    }
+    NormalizerSettings normalizer = ReadNormalizer(j.value("normalizer", json()));
+    std::vector<int64_t> prefix, suffix;
+    ReadPostProcessor(j.value("post_processor", json()), &prefix, &suffix);
+    const json& trunc = j.value("truncation", json());
+    if (!trunc.is_null() && trunc.value("direction", "Right") != "Right") throw Unsupported("left truncation");
+    std::vector<AddedToken> added;
+    for (const json& a : j.value("added_tokens", json::array())) {
+      if (a.value("normalized", false) || a.value("lstrip", false) || a.value("rstrip", false) ||
+          a.value("single_word", false)) {
+        throw Unsupported("added token " + a.value("content", "") + " is normalized, stripped or single-word");
+      }
+      if (a.at("content").get<std::string>().empty()) throw Unsupported("an empty added token");
+      added.push_back({a.at("content").get<std::string>(), a.at("id").get<int64_t>()});
+    }
+    Vocab vocab;
+    for (const auto& [token, id] : m.at("vocab").items()) vocab.emplace(token, id.get<int64_t>());
+    WordPiece model(std::move(vocab), m.value("unk_token", "[UNK]"), m.value("continuing_subword_prefix", "##"),
+                    m.value("max_input_chars_per_word", size_t{100}));
+    return std::unique_ptr<Tokenizer>(
+        new Tokenizer(std::move(model), normalizer, std::move(added), std::move(prefix), std::move(suffix)));
+  } catch (const json::exception& e) {
+    throw std::invalid_argument(std::string("tokenizer.json: ") + e.what());
+  }
+}
+
+void Tokenizer::EncodeSegment(std::string_view text, std::vector<int64_t>* ids) const {
+  thread_local std::u32string raw, normalized, scratch;
+  thread_local std::string bytes;
+  raw.clear();
+  unicode::Decode(text, &raw);
+  Normalize(normalizer_, raw, &normalized, &scratch);
+  PreTokenize(normalized, [&](std::u32string_view word) { model_.Tokenize(word, ids, &bytes); });
+}
+
+bool Tokenizer::Encode(std::string_view text, size_t max_len, std::vector<int64_t>* ids) const {
+  ids->assign(prefix_.begin(), prefix_.end());
+  size_t segment = 0;
+  for (size_t i = 0; i < text.size() && !added_.empty();) {
+    const AddedToken* best = nullptr;
+    for (const AddedToken& a : added_) {
+      if (text.compare(i, a.content.size(), a.content) == 0 && (!best || a.content.size() > best->content.size())) {
+        best = &a;
+      }
+    }
+    if (best == nullptr) {
+      ++i;
+      continue;
+    }
+    if (i > segment) EncodeSegment(text.substr(segment, i - segment), ids);
+    ids->push_back(best->id);
+    i += best->content.size();
+    segment = i;
+  }
+  if (text.size() > segment) EncodeSegment(text.substr(segment), ids);
+  const size_t budget = max_len > special_count() ? max_len - special_count() : 0;
+  const bool truncated = ids->size() - prefix_.size() > budget;
+  if (truncated) ids->resize(prefix_.size() + budget);
+  ids->insert(ids->end(), suffix_.begin(), suffix_.end());
+  return truncated;
+}
+
+}  // namespace bertserve::tokenizer

@@ -1,0 +1,133 @@
+"""Native `embed` (text in, tokenized in the backend) against the ensemble of the Python tokenizer and bert, in
+one run on one server, and the tokenizer alone (native vs the Hugging Face fast tokenizer, one thread).
+
+    python -m bench.native_embed --repository build/test-repository
+
+Serves a linked copy of the repository with the ensemble added as `embed_ensemble`, runs bench.served's cases
+alternately (embed-16, ensemble-16, embed-corpus, ensemble-corpus; perf_analyzer at concurrency 1 and 8), then
+times the in-process encoder at 1 x 16 tokens and both tokenizers over the shipped corpus. Writes
+reports/native-embed.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from bench import served
+from export import artifacts, model_configs
+from export.repository import file_hashes
+from reliability.repository import linked_copy, replace_file
+from serving.manifest import MANIFEST
+
+log = logging.getLogger("bench.native_embed")
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "loadtest" / "data" / "corpus.txt"
+
+
+def with_ensemble(src: Path, dst: Path) -> Path:
+    """A linked copy of ``src`` (native embed) that also serves the ensemble as embed_ensemble."""
+    shutil.rmtree(dst, ignore_errors=True)
+    linked_copy(src, dst)
+    index = json.loads((src / "repository.json").read_text())
+    manifest = json.loads((src / "bert" / MANIFEST).read_text())
+    shape = model_configs.ServingShape(
+        manifest["max_batch"], manifest["max_seq"], manifest["hidden"], 1, "KIND_CPU", 0, "", 16, None
+    )
+    config = {**model_configs.embed_config(shape), "name": "embed_ensemble"}
+    (dst / "embed_ensemble" / "1").mkdir(parents=True)
+    (dst / "embed_ensemble" / "config.pbtxt").write_text(model_configs.render(config))
+    files = file_hashes(dst / "embed_ensemble")
+    (dst / "embed_ensemble" / MANIFEST).write_text(json.dumps({"model": "embed_ensemble", "files": files}))
+    index["models"]["embed_ensemble"] = {"backend": "ensemble"}
+    index["ensemble_requires"] = {"embed_ensemble": ["tokenizer", "bert"]}
+    replace_file(dst / "repository.json", json.dumps(index, indent=2).encode())
+    return dst
+
+
+def encoder_p50_ms(repo: Path, runs: int = 300) -> float:
+    """The served int8/fp32 artifact of bert in this process, 1 x 16 tokens, median of ``runs`` calls."""
+    manifest = json.loads((repo / "bert" / MANIFEST).read_text())
+    path = manifest["runtime"]
+    run = artifacts.load_runner(path, repo / "bert" / manifest["artifacts"][path]["file"], "cpu")
+    ids = torch.randint(1000, 2000, (1, 16))
+    mask = torch.ones_like(ids)
+    for _ in range(20):
+        run(ids, mask)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        run(ids, mask)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def tokenizer_throughput(repo: Path, rounds: int = 20) -> dict[str, float]:
+    """Texts per second over the shipped corpus, one thread: the native tokenizer (through the C surface, one
+    call per corpus) and the Hugging Face fast tokenizer (encode per text, and encode_batch on one thread)."""
+    os.environ["RAYON_NUM_THREADS"] = "1"
+    from tokenizers import Tokenizer
+
+    from tests.unit.backend import native_core
+
+    path = repo / "tokenizer" / "1" / "tokenizer" / "tokenizer.json"
+    texts = [line for line in CORPUS.read_text().splitlines() if line.strip()]
+    raw = [t.encode() for t in texts]
+    hf = Tokenizer.from_file(str(path))
+    hf.no_padding()
+    hf.enable_truncation(256)
+    native = native_core.NativeTokenizer(native_core.load(), path)
+
+    def rate(fn) -> float:
+        fn()
+        start = time.perf_counter()
+        for _ in range(rounds):
+            fn()
+        return rounds * len(texts) / (time.perf_counter() - start)
+
+    try:
+        out = {
+            "native": rate(lambda: native.encode(raw, 256)),
+            "hf_encode": rate(lambda: [hf.encode(t) for t in texts]),
+            "hf_encode_batch_1_thread": rate(lambda: hf.encode_batch(texts)),
+        }
+    finally:
+        native.close()
+    return {k: round(v) for k, v in out.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.native_embed", description=__doc__.split("\n")[0])
+    p.add_argument("--repository", type=Path, default=Path("model_repository"))
+    p.add_argument("--cases", default="embed-16,ensemble-16,embed-corpus,ensemble-corpus")
+    p.add_argument("--concurrency", default="1,8")
+    p.add_argument("--output-dir", type=Path, default=Path("reports"))
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    repo = with_ensemble(args.repository, ROOT / "build" / "bench-embed-repository")
+    # In-process figures first: bench.served pins this process to the client CPU.
+    result = {
+        "encoder_in_process_p50_ms_1x16": round(encoder_p50_ms(repo), 3),
+        "tokenizer_texts_per_s": tokenizer_throughput(repo),
+        "cpu": next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), ""),
+    }
+    log.info("in process: %s", result)
+    served.main(["--repository", str(repo), "--cases", args.cases, "--concurrency", args.concurrency,
+                 "--client-cpus", "1", "--label", "native-embed", "--duration-s", "8",
+                 "--output-dir", str(args.output_dir)])  # fmt: skip
+    (args.output_dir / "native-embed.json").write_text(json.dumps(result, indent=2))
+    sys.stdout.write(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
