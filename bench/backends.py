@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from bench.native_embed import write_ensemble
 from bench.report import machine
 from bench.stats import percentile
 from export.model_configs import QueuePolicy, parse
@@ -54,12 +55,16 @@ def python_twin(repo: Path, dest: Path) -> Path:
 
     shutil.copytree(repo, dest, symlinks=True)  # a real copy: rewrite_config replaces files in place
     index = json.loads((dest / REPOSITORY_INDEX).read_text())
+    text_models = []
     # export gives a Python encoder the tokenizer's batcher delay (a native one takes none)
     delay = parse((dest / "tokenizer" / "config.pbtxt").read_text()).dynamic_batching.max_queue_delay_microseconds
     for name, spec in index["models"].items():
         if spec["backend"] != native.NAME:
             continue
         config = parse((dest / name / "config.pbtxt").read_text())
+        if config.input[0].name == "TEXT":  # the native embed: the twin serves the tokenizer + bert ensemble
+            text_models.append(name)
+            continue
         config.backend = "python"
         config.dynamic_batching.max_queue_delay_microseconds = delay
         config.parameters["EXECUTION_ENV_PATH"].string_value = sys.prefix
@@ -71,6 +76,8 @@ def python_twin(repo: Path, dest: Path) -> Path:
         (dest / name / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         spec["backend"] = "python"
     (dest / REPOSITORY_INDEX).write_text(json.dumps(index, indent=2) + "\n")
+    for name in text_models:
+        write_ensemble(dest, name)
     return dest
 
 

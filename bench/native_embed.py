@@ -34,23 +34,30 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "loadtest" / "data" / "corpus.txt"
 
 
+def write_ensemble(repo: Path, name: str) -> None:
+    """Model ``name`` of ``repo`` becomes the ensemble of the Python tokenizer and bert (what export writes for a
+    checkpoint whose tokenizer the backend cannot reproduce), listed in the repository's index."""
+    manifest = json.loads((repo / "bert" / MANIFEST).read_text())
+    shape = model_configs.ServingShape(
+        manifest["max_batch"], manifest["max_seq"], manifest["hidden"], 1, "KIND_CPU", 0, "", 16, None
+    )
+    config = {**model_configs.embed_config(shape), "name": name}
+    shutil.rmtree(repo / name, ignore_errors=True)
+    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "config.pbtxt").write_text(model_configs.render(config))
+    files = file_hashes(repo / name)
+    (repo / name / MANIFEST).write_text(json.dumps({"model": name, "steps": ["tokenizer", "bert"], "files": files}))
+    index = json.loads((repo / "repository.json").read_text())
+    index["models"][name] = {"backend": "ensemble"}
+    index["ensemble_requires"] = {**index.get("ensemble_requires", {}), name: ["tokenizer", "bert"]}
+    replace_file(repo / "repository.json", json.dumps(index, indent=2).encode())
+
+
 def with_ensemble(src: Path, dst: Path) -> Path:
     """A linked copy of ``src`` (native embed) that also serves the ensemble as embed_ensemble."""
     shutil.rmtree(dst, ignore_errors=True)
     linked_copy(src, dst)
-    index = json.loads((src / "repository.json").read_text())
-    manifest = json.loads((src / "bert" / MANIFEST).read_text())
-    shape = model_configs.ServingShape(
-        manifest["max_batch"], manifest["max_seq"], manifest["hidden"], 1, "KIND_CPU", 0, "", 16, None
-    )
-    config = {**model_configs.embed_config(shape), "name": "embed_ensemble"}
-    (dst / "embed_ensemble" / "1").mkdir(parents=True)
-    (dst / "embed_ensemble" / "config.pbtxt").write_text(model_configs.render(config))
-    files = file_hashes(dst / "embed_ensemble")
-    (dst / "embed_ensemble" / MANIFEST).write_text(json.dumps({"model": "embed_ensemble", "files": files}))
-    index["models"]["embed_ensemble"] = {"backend": "ensemble"}
-    index["ensemble_requires"] = {"embed_ensemble": ["tokenizer", "bert"]}
-    replace_file(dst / "repository.json", json.dumps(index, indent=2).encode())
+    write_ensemble(dst, "embed_ensemble")
     return dst
 
 
