@@ -105,7 +105,7 @@ REGRESSIONS = [
             (
                 "sum by (namespace, job, pod, instance) (\n"
                 '            rate(bertserve_stage_duration_seconds_sum{job="bertserve",model!="tokenizer",'
-                'stage=~"collate|infer|respond"}[2m])\n          )\n',
+                'stage=~"tokenize|collate|infer|respond"}[2m])\n          )\n',
                 OLD_QUEUE_SIGNAL,
             ),
         ],
