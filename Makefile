@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.setup-done
 ARGS   ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup backend backend-asan tools export serve test test-unit lint format validate-deploy loadtest loadtest-compare reliability soak bench bench-served clean
+.PHONY: help setup backend backend-asan tools export serve test test-unit lint format validate-deploy loadtest loadtest-compare reliability soak bench bench-served profile clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -86,6 +86,9 @@ format: setup ## Apply ruff's fixes and formatting
 
 bench: setup ## In-process benchmark of every inference path -> reports/bench-<device>.{json,md}  (ARGS="--quick")
 	$(PY) -m bench $(ARGS)
+
+profile: setup ## The served model kernel by kernel under torch.profiler: top kernels, Chrome trace, generated source -> reports/profile-*  (ARGS="--batch 8 --tokens 64")
+	$(PY) -m bench.profile --repository model_repository $(ARGS)
 
 bench-served: setup ## Served benchmark through tritonserver (c=1 + perf_analyzer sweep) -> reports/served-<label>.{json,md}
 	$(PY) -m bench.served --repository model_repository --client-cpus $(or $(CLIENT_CPUS),1) $(ARGS)
