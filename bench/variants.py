@@ -117,7 +117,7 @@ class Builder:
                 yield from self._int8_plans()
         if "onnx" in families and not self.cuda:
             yield from self._onnx_plans()
-        if "autotune" in families and self.cuda:
+        if "autotune" in families:
             yield from self._autotune_plans()
 
     # torch.compile ------------------------------------------------------------------------------------
