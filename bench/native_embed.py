@@ -27,6 +27,7 @@ from bench import served
 from export import artifacts, model_configs
 from export.repository import file_hashes
 from reliability.repository import linked_copy, replace_file
+from serving.hardware import cpu_model
 from serving.manifest import MANIFEST
 
 log = logging.getLogger("bench.native_embed")
@@ -59,6 +60,23 @@ def with_ensemble(src: Path, dst: Path) -> Path:
     linked_copy(src, dst)
     write_ensemble(dst, "embed_ensemble")
     return dst
+
+
+def with_delay(repo: Path, name: str, delay_us: int) -> None:
+    """A copy of the native ``embed`` as ``name`` whose dynamic batcher waits ``delay_us`` for company."""
+    from google.protobuf import text_format
+
+    shutil.copytree(repo / "embed", repo / name, symlinks=True)
+    config = model_configs.parse((repo / name / "config.pbtxt").read_text())
+    config.name = name
+    config.dynamic_batching.max_queue_delay_microseconds = delay_us
+    replace_file(repo / name / "config.pbtxt", text_format.MessageToString(config).encode())
+    manifest = json.loads((repo / name / MANIFEST).read_text())
+    manifest.update(model=name, files=file_hashes(repo / name))
+    replace_file(repo / name / MANIFEST, json.dumps(manifest, indent=2).encode())
+    index = json.loads((repo / "repository.json").read_text())
+    index["models"][name] = dict(index["models"]["embed"])
+    replace_file(repo / "repository.json", json.dumps(index, indent=2).encode())
 
 
 def encoder_p50_ms(repo: Path, runs: int = 300) -> float:
@@ -118,14 +136,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cases", default="embed-16,ensemble-16,embed-corpus,ensemble-corpus")
     p.add_argument("--concurrency", default="1,8")
     p.add_argument("--output-dir", type=Path, default=Path("reports"))
+    p.add_argument(
+        "--delay-us",
+        type=int,
+        help="also serve embed with this dynamic-batcher delay as embed_delay (cases delay-16, delay-corpus)",
+    )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     repo = with_ensemble(args.repository, ROOT / "build" / "bench-embed-repository")
+    if args.delay_us is not None:
+        with_delay(repo, "embed_delay", args.delay_us)
     # In-process figures first: bench.served pins this process to the client CPU.
     result = {
         "encoder_in_process_p50_ms_1x16": round(encoder_p50_ms(repo), 3),
         "tokenizer_texts_per_s": tokenizer_throughput(repo),
-        "cpu": next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), ""),
+        "cpu": cpu_model(),
     }
     log.info("in process: %s", result)
     served.main(["--repository", str(repo), "--cases", args.cases, "--concurrency", args.concurrency,

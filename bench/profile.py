@@ -4,8 +4,9 @@
 
 On CUDA the profiler sees every kernel (CUPTI), so the served AOTInductor package itself is profiled. On the CPU
 the package's generated C++ kernels are invisible to it: the repository's ExportedProgram is compiled again with
-Inductor's kernel profiling on (``cpp.enable_kernel_profile``, the export's other settings unchanged) and that
-copy is profiled, with the served package timed beside it so the instrumentation's cost shows.
+Inductor's kernel profiling on (``cpp.enable_kernel_profile``, the export's other settings unchanged, tuned again
+where export tuned) and that copy is profiled, with the served package timed beside it so the instrumentation's
+cost shows.
 
 Prints the top kernels by self time with their share and the kernel count per forward; writes
 reports/profile-<model>-<device>-<B>x<S>.{md,trace.json} (the Chrome trace opens in https://ui.perfetto.dev) and,
@@ -35,6 +36,7 @@ from torch.profiler import ProfilerActivity, profile
 from bench.report import machine
 from bench.timing import clock
 from export import artifacts as art
+from export import autotune
 from serving.manifest import read, verify
 
 log = logging.getLogger("bench.profile")
@@ -61,11 +63,15 @@ def artifact(model_dir: Path, kind: str) -> Path:
 
 
 def instrumented_copy(model_dir: Path, work: Path) -> tuple[Callable[..., torch.Tensor], float]:
-    """The model's ExportedProgram compiled again with a profiler record around every generated C++ kernel."""
+    """The model's ExportedProgram compiled again with a profiler record around every generated C++ kernel (and
+    tuned again, where export tuned the served package)."""
     ep = torch.export.load(str(artifact(model_dir, art.EXPORTED_PROGRAM)))
+    configs: dict[str, Any] = {"cpp.enable_kernel_profile": True}
+    if read(model_dir).get("autotune", {}).get("ran"):
+        configs.update(autotune.inductor_configs("cpu"))
     start = time.perf_counter()
     package = work / "instrumented.pt2"
-    art.compile_aoti(ep, package, {"cpp.enable_kernel_profile": True})
+    art.compile_aoti(ep, package, configs)
     return art.load_module(art.AOTI, package, "cpu"), time.perf_counter() - start
 
 

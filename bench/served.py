@@ -52,6 +52,9 @@ CASES = {
     # The ensemble of the Python tokenizer and bert, where bench/native_embed.py serves it beside a native embed.
     "ensemble-16": Case("embed_ensemble", "fixed", 16),
     "ensemble-corpus": Case("embed_ensemble", "corpus"),
+    # The native embed with another batcher delay, where bench/native_embed.py --delay-us serves it.
+    "delay-16": Case("embed_delay", "fixed", 16),
+    "delay-corpus": Case("embed_delay", "corpus"),
 }
 
 

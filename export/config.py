@@ -37,7 +37,13 @@ class ExportConfig:
     encoder_backend: str = "native"
     threads: int = 0  # intra-op threads per encoder instance; 0: the CPUs the server process may use
     serve: str | None = None  # the precision bert serves; None: export.serving_choice's rule
-    autotune: bool = False  # AOTInductor packages tuned with Inductor's max-autotune for this machine
+    # AOTInductor packages tuned with Inductor's max-autotune for this machine; None: on for the CPU (measured to pay
+    # there, docs/PERFORMANCE.md), off for CUDA (its tuning time at dynamic shapes is not measured yet)
+    autotune: bool | None = None
+
+    @property
+    def tuned(self) -> bool:
+        return self.autotune if self.autotune is not None else self.target == "cpu"
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
@@ -90,7 +96,7 @@ def _env(name: str, default: str | None) -> str | None:
     return os.environ.get(ENV_PREFIX + name, default)
 
 
-def _env_flag(name: str, default: bool) -> bool:
+def _env_flag(name: str, default: bool | None) -> bool | None:
     """A boolean option's environment variable: 0, false, no or off turn it off; anything else on."""
     value = _env(name, None)
     return default if value is None else value.strip().lower() not in ("0", "false", "no", "off")
@@ -194,10 +200,11 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
     )
     p.add_argument(
         "--autotune",
-        action="store_true",
-        default=_env_flag("AUTOTUNE", False),
+        action=argparse.BooleanOptionalAction,
+        default=_env_flag("AUTOTUNE", None),
         help="compile the AOTInductor packages with Inductor's max-autotune for this machine (C++ GEMM templates "
-        "against oneDNN / MKL on the CPU, Triton templates against cuBLAS on CUDA); see export/autotune.py",
+        "against oneDNN / MKL on the CPU, Triton templates against cuBLAS on CUDA; export/autotune.py). "
+        "Default: on for the CPU, off for CUDA",
     )
     a = p.parse_args(argv)
     if a.precision:

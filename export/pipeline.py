@@ -108,7 +108,7 @@ def _build(
                     ep = art.export_program(v.module, cfg.target, cfg.max_batch, max_seq)
                 if path == art.EXPORTED_PROGRAM:
                     art.save_exported_program(ep, file)
-                elif path == art.AOTI and cfg.autotune:
+                elif path == art.AOTI and cfg.tuned:
                     with autotune.recording(cfg.target) as tuning:
                         art.compile_aoti(ep, file, autotune.inductor_configs(cfg.target))
                     v.tuning = tuning.summary()

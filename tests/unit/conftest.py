@@ -34,5 +34,8 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_repository(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny checkpoint exported in fp32 (every artifact path) into a model repository."""
     out = tmp_path_factory.mktemp("export") / "repo"
-    run(ExportConfig(model=str(tiny_checkpoint), precisions=("fp32",), max_batch=4, max_seq=32, output=out))
+    cfg = ExportConfig(
+        model=str(tiny_checkpoint), precisions=("fp32",), max_batch=4, max_seq=32, output=out, autotune=False
+    )
+    run(cfg)  # untuned: tuning has its own test
     return out

@@ -17,6 +17,13 @@ def test_cuda_default_precisions_and_env_override(monkeypatch):
     assert parse_args([]).max_batch == 8
 
 
+def test_autotune_is_on_for_the_cpu_off_for_cuda_unless_asked(monkeypatch):
+    assert parse_args([]).tuned and not parse_args(["--target", "cuda"]).tuned
+    assert not parse_args(["--no-autotune"]).tuned and parse_args(["--target", "cuda", "--autotune"]).tuned
+    monkeypatch.setenv("BERTSERVE_EXPORT_AUTOTUNE", "0")
+    assert not parse_args([]).tuned
+
+
 def test_queue_delay_from_the_command_line_and_env(monkeypatch):
     assert parse_args([]).max_queue_delay_us == 500
     assert parse_args(["--max-queue-delay-us", "0"]).max_queue_delay_us == 0
