@@ -139,7 +139,8 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
         "--max-queue-delay-us",
         type=int,
         default=int(_env("MAX_QUEUE_DELAY_US", str(d["max_queue_delay_us"].default))),
-        help="longest a request waits in the dynamic batcher for others to join its batch (0: never waits)",
+        help="longest a request waits in the dynamic batcher for others to join its batch (0: never waits); the "
+        "Python tokenizer and a Python encoder (the native models batch what queues during a forward)",
     )
     p.add_argument(
         "--max-queue-size",

@@ -45,6 +45,7 @@ def test_the_native_encoder_sheds_itself_without_a_queue_policy(kind):
     assert not config.dynamic_batching.HasField("default_queue_policy")  # it would bring back the 500 ms poll
     assert config.parameters["max_queue_size"].string_value == "64"
     assert config.parameters["queue_timeout_us"].string_value == "100000"
+    assert config.dynamic_batching.max_queue_delay_microseconds == 0  # it batches what queues during a forward
     unbounded = parse(render(native_bert(dataclasses.replace(SHAPE, queue=None))))
     assert unbounded.parameters["max_queue_size"].string_value == "0"
     assert unbounded.parameters["queue_timeout_us"].string_value == "0"

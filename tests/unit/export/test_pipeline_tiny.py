@@ -52,7 +52,7 @@ def test_generated_configs_round_trip_through_the_schema(repo):
     assert "EXECUTION_ENV_PATH" not in bert.parameters and bert.parameters["threads"].string_value == "0"
     assert not (repo / "bert" / "1" / "model.py").exists()  # the native backend runs no Python
     assert all(i.allow_ragged_batch for i in bert.input)
-    assert bert.dynamic_batching.max_queue_delay_microseconds > 0
+    assert bert.dynamic_batching.max_queue_delay_microseconds == 0  # the backend batches what queues
     for warm in bert.model_warmup:
         for name, inp in warm.inputs.items():
             assert name in {"input_ids", "attention_mask"}
