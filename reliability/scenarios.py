@@ -86,13 +86,14 @@ class ReadyWatch:
 async def stub_kill(
     server: ServerProcess, model: str = "tokenizer", rate: float = 40.0, seconds: float = 40.0, kill_at_s: float = 5.0
 ) -> dict[str, Any]:
-    """SIGKILL the Python-backend stub of ``model`` under open-loop load; measure the error burst and recovery."""
+    """SIGKILL the Python-backend stub of ``model`` under open-loop load on that model (a TEXT-in model: the
+    tokenizer, which clients that want token ids call); measure the error burst and recovery."""
     url = server.grpc_url
-    await traffic.open_loop(url, LIGHT_RATE, 2.0)
+    await traffic.open_loop(url, LIGHT_RATE, 2.0, model=model)
     old = server.stub_pid(model)
     with ReadyWatch(server, model) as watch:
         t0 = time.monotonic()
-        load = asyncio.ensure_future(traffic.open_loop(url, rate, seconds, deadline_s=10.0, seed=3))
+        load = asyncio.ensure_future(traffic.open_loop(url, rate, seconds, deadline_s=10.0, seed=3, model=model))
         await asyncio.sleep(kill_at_s)
         os.kill(old, signal.SIGKILL)
         killed = time.monotonic() - t0
