@@ -34,10 +34,9 @@ MARKED_DOWN = ("upstream server temporarily disabled", "no live upstreams")
 
 
 def _requests_seen(metrics_port: int) -> float:
-    """Every `embed` request that reached this replica: its first step, the tokenizer, answers each one once,
-    served or refused (the ensemble's own failure counter counts a refused request twice)."""
+    """Every `embed` request that reached this replica, served or refused: the native model answers each once."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
-    pattern = r'^nv_inference_request_(?:success|failure)\{[^}]*model="tokenizer"[^}]*\} (\S+)$'
+    pattern = r'^nv_inference_request_(?:success|failure)\{[^}]*model="embed"[^}]*\} (\S+)$'
     return sum(float(v) for v in re.findall(pattern, text, re.M))
 
 
