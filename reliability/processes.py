@@ -50,6 +50,7 @@ class ServerProcess:
     http_url: str
     metrics_url: str
     log_path: Path
+    repository: Path | None = None
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -144,9 +145,18 @@ def start(
         sys.executable, "-m", "serving", "--repository", str(repository),
         "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics), *extra,
     ]  # fmt: skip
+    # A session of its own, as a shell gives a foreground job: a caller can signal the whole group as a terminal does.
     with log_path.open("w") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
-    return ServerProcess(proc, f"127.0.0.1:{grpc}", f"127.0.0.1:{http}", f"127.0.0.1:{metrics}", log_path)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
+    urls = (f"127.0.0.1:{grpc}", f"127.0.0.1:{http}", f"127.0.0.1:{metrics}")
+    return ServerProcess(proc, *urls, log_path, repository)
 
 
 def stop(server: ServerProcess, timeout_s: float = 60, sig: int = signal.SIGTERM) -> int:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from serving import hardware, native
-from serving.admin import Admin, drain_then_stop
+from serving.admin import STOP_GRACE_S, Admin, drain_then_stop
 from serving.config import RESTRICTED, ServeConfig
 from serving.manifest import REPOSITORY_INDEX, VerificationError, read, verify
 
@@ -324,6 +324,7 @@ def serve(cfg: ServeConfig) -> int:
     watchdog.start()
     stopping = threading.Event()
     drained: list[bool] = []
+    drains: list[threading.Thread] = []
 
     def forward(signum: int, _frame: object) -> None:
         watchdog.stopping.set()
@@ -339,12 +340,15 @@ def serve(cfg: ServeConfig) -> int:
         def drain() -> None:
             drained.append(drain_then_stop(admin, proc, ensembles, cfg.exit_timeout_s, models))
 
-        threading.Thread(target=drain, name="drain", daemon=True).start()
+        drains.append(threading.Thread(target=drain, name="drain", daemon=True))
+        drains[-1].start()
 
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGTERM, forward)
     code = proc.wait()
     watchdog.stopping.set()
+    for thread in drains:  # the drain that killed tritonserver has its verdict to give
+        thread.join(timeout=STOP_GRACE_S + 1)
     log.info("tritonserver exited with %d", code)
     if code != 0 and drained == [True]:
         log.info("every accepted request was answered before tritonserver stopped: exiting 0")

@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from export.repository import code_sha256
-from reliability.processes import http_status
+from reliability import processes
+from reliability.processes import ServerProcess, http_status
 from serving import native
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,17 +36,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@dataclass(frozen=True)
-class TritonServer:
-    grpc_url: str
-    http_url: str
-    metrics_url: str
-    log_path: Path
-    repository: Path
-    process: subprocess.Popen
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
+# The one server harness, shared with the reliability runs and the benchmarks.
+TritonServer = ServerProcess
 
 
 def _fresh(repo: Path) -> bool:
@@ -117,29 +107,12 @@ def wait_ready(http_url: str, process: subprocess.Popen, timeout_s: float) -> fl
 
 
 def start_server(repository: Path, log_path: Path, *extra: str) -> TritonServer:
-    http, grpc, metrics = free_port(), free_port(), free_port()
-    log = log_path.open("w")
-    cmd = [
-        sys.executable, "-m", "serving", "--repository", str(repository),
-        "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics), *extra,
-    ]  # fmt: skip
-    # A session of its own, as a shell gives a foreground job: a test can signal the whole group as a terminal does.
-    proc = subprocess.Popen(
-        cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ), start_new_session=True
-    )
-    server = TritonServer(f"127.0.0.1:{grpc}", f"127.0.0.1:{http}", f"127.0.0.1:{metrics}", log_path, repository, proc)
-    return server
+    return processes.start(repository, log_path, *extra)
 
 
 def stop_server(server: TritonServer, timeout_s: float = 60) -> int:
-    if server.process.poll() is None:
-        server.process.send_signal(signal.SIGTERM)
-        try:
-            server.process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            server.process.kill()
-            server.process.wait()
-    return server.process.returncode
+    """SIGTERM (drain), then SIGKILL of what is left, stubs and their shared memory included."""
+    return processes.stop(server, timeout_s)
 
 
 @pytest.fixture(scope="session")
