@@ -207,6 +207,9 @@ def parse_args(argv: list[str] | None = None) -> ExportConfig:
         "against oneDNN / MKL on the CPU, Triton templates against cuBLAS on CUDA; export/autotune.py). "
         "Default: on for the CPU, off for CUDA",
     )
+    for action in p._actions:  # every option names the variable that sets it
+        if action.option_strings and action.dest != "help":
+            action.help = f"{action.help or ''} (env {ENV_PREFIX}{action.dest.upper()})".strip()
     a = p.parse_args(argv)
     if a.precision:
         precisions = tuple(s.strip() for s in a.precision.split(",") if s.strip())

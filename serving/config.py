@@ -76,12 +76,40 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+HELP = {
+    "repository": "the exported model repository (make export writes model_repository/)",
+    "host": "address the HTTP, gRPC and metrics endpoints bind to (0.0.0.0 exposes them; see README)",
+    "http_port": "HTTP/REST endpoint (KServe v2 protocol)",
+    "grpc_port": "gRPC endpoint",
+    "metrics_port": "Prometheus metrics endpoint (Triton's and the bertserve_* families)",
+    "tritonserver": "the tritonserver binary (empty: one on PATH, else the one bundled in the pytriton wheel)",
+    "exit_timeout_s": "how long SIGTERM / Ctrl-C waits for in-flight requests before tritonserver stops",
+    "grpc_max_connection_age_s": "gRPC connections are closed (GOAWAY) after this long, so long-lived clients "
+    "resolve the Service again and reach new replicas (0: never)",
+    "grpc_max_connection_age_grace_s": "how long calls in flight on an aged connection may still take",
+    "log_verbose": "tritonserver's --log-verbose level",
+    "admin_header": "header that carries the admin key on model-repository, trace and logging calls",
+    "admin_key": "the admin key for those calls (empty: random per start, so the APIs are closed; never logged)",
+    "grpc_use_ssl": "TLS on gRPC with --grpc-server-cert and --grpc-server-key (PEM files)",
+    "grpc_ssl_mutual": "mutual TLS: clients present a certificate signed by --grpc-root-cert",
+    "grpc_server_cert": "the server's certificate (PEM) for gRPC TLS",
+    "grpc_server_key": "the server's private key (PEM) for gRPC TLS",
+    "grpc_root_cert": "the CA (PEM) that signs client certificates, for mutual TLS",
+}
+
+
 def parse_args(argv: list[str] | None = None) -> ServeConfig:
-    p = argparse.ArgumentParser(prog="python -m serving", description="Serve the exported repository on tritonserver.")
+    p = argparse.ArgumentParser(
+        prog="python -m serving",
+        description="Serve the exported repository on tritonserver. Every option can also be set as "
+        f"{ENV_PREFIX}<OPTION>; the command line wins.",
+    )
     for f in fields(ServeConfig):
-        default = os.environ.get(ENV_PREFIX + f.name.upper(), str(f.default))
+        env = ENV_PREFIX + f.name.upper()
+        default = os.environ.get(env, str(f.default))
         kind = {"int": int, int: int, "bool": _bool, bool: _bool}.get(f.type, str)
-        help_text = "(default: random per start; env BERTSERVE_SERVE_ADMIN_KEY)" if f.name == "admin_key" else None
+        shown = "random per start" if f.name == "admin_key" else (str(f.default) or "none")
+        help_text = f"{HELP[f.name]} (default: {shown}; env {env})".replace("%", "%%")
         p.add_argument("--" + f.name.replace("_", "-"), type=kind, default=kind(default), help=help_text)
     a = vars(p.parse_args(argv))
     a["repository"] = Path(a["repository"])
