@@ -20,16 +20,14 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from bench.native_embed import write_ensemble
 from bench.report import machine
-from bench.stats import percentile
+from bench.timing import served_artifact_ms
 from export.model_configs import QueuePolicy, parse
 from export.repository import SERVING_MODELS, file_hashes
 from loadtest.config import LoadTestConfig, int_list
@@ -39,7 +37,6 @@ from reliability import processes
 from reliability.repository import rewrite_config
 from serving import native
 from serving.manifest import MANIFEST, REPOSITORY_INDEX, read
-from serving.runtime import Runtime
 
 log = logging.getLogger("bench.backends")
 BACKENDS = ("native", "python")
@@ -79,25 +76,6 @@ def python_twin(repo: Path, dest: Path) -> Path:
     for name in text_models:
         write_ensemble(dest, name)
     return dest
-
-
-def in_process(repo: Path, tokens: tuple[int, ...], calls: int, device: str) -> dict[int, dict[str, float]]:
-    """The served artifact of ``bert`` called in this process at batch 1: p50 / p99 ms per token length (on CUDA
-    through the served runtime's CUDA graphs, numpy in and out)."""
-    runtime = Runtime(repo / "bert", read(repo / "bert"), device)
-    out = {}
-    for n in tokens:
-        ids = np.full((1, n), 1000, np.int64)
-        mask = np.ones_like(ids)
-        for _ in range(20):
-            runtime(ids, mask)
-        times = []
-        for _ in range(calls):
-            start = time.perf_counter()
-            runtime(ids, mask)
-            times.append((time.perf_counter() - start) * 1e3)
-        out[n] = {"p50_ms": percentile(times, 50), "p99_ms": percentile(times, 99)}
-    return out
 
 
 def serve_and_measure(repo: Path, args: argparse.Namespace, data: dict[int, Path], work: Path) -> dict[str, Any]:
@@ -218,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(args.rounds):
         order = BACKENDS if i % 2 == 0 else BACKENDS[::-1]
         result: dict[str, Any] = {
-            "in_process": in_process(repos["native"], args.tokens, args.in_process_calls, args.device)
+            "in_process": served_artifact_ms(repos["native"], args.tokens, args.in_process_calls, args.device)
         }
         for backend in order:
             result[backend] = serve_and_measure(repos[backend], args, data, work)

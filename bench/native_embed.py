@@ -16,15 +16,13 @@ import json
 import logging
 import os
 import shutil
-import statistics
 import sys
 import time
 from pathlib import Path
 
-import torch
-
 from bench import served
-from export import artifacts, model_configs
+from bench.timing import served_artifact_ms
+from export import model_configs
 from export.repository import file_hashes
 from reliability.repository import linked_copy, replace_file
 from serving.hardware import cpu_model
@@ -79,23 +77,6 @@ def with_delay(repo: Path, name: str, delay_us: int) -> None:
     replace_file(repo / "repository.json", json.dumps(index, indent=2).encode())
 
 
-def encoder_p50_ms(repo: Path, runs: int = 300) -> float:
-    """The served int8/fp32 artifact of bert in this process, 1 x 16 tokens, median of ``runs`` calls."""
-    manifest = json.loads((repo / "bert" / MANIFEST).read_text())
-    path = manifest["runtime"]
-    run = artifacts.load_runner(path, repo / "bert" / manifest["artifacts"][path]["file"], "cpu")
-    ids = torch.randint(1000, 2000, (1, 16))
-    mask = torch.ones_like(ids)
-    for _ in range(20):
-        run(ids, mask)
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        run(ids, mask)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000
-
-
 def tokenizer_throughput(repo: Path, rounds: int = 20) -> dict[str, float]:
     """Texts per second over the shipped corpus, one thread: the native tokenizer (through the C surface, one
     call per corpus) and the Hugging Face fast tokenizer (encode per text, and encode_batch on one thread)."""
@@ -148,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         with_delay(repo, "embed_delay", args.delay_us)
     # In-process figures first: bench.served pins this process to the client CPU.
     result = {
-        "encoder_in_process_p50_ms_1x16": round(encoder_p50_ms(repo), 3),
+        "encoder_in_process_p50_ms_1x16": round(served_artifact_ms(repo, (16,), 300, "cpu")[16]["p50_ms"], 3),
         "tokenizer_texts_per_s": tokenizer_throughput(repo),
         "cpu": cpu_model(),
     }

@@ -6,13 +6,17 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from bench.memory import MemoryProbe
-from bench.stats import calls_per_round
+from bench.stats import calls_per_round, percentile
 from bench.variants import Variant
+from serving.manifest import read
+from serving.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -117,3 +121,22 @@ def timed_rounds(
                     cell.variant.call(cell.arg)
                     cell.samples.append(now() - t0)
         log.info("round %d/%d: %.1f s", r + 1, rounds, time.perf_counter() - start)
+
+
+def served_artifact_ms(repo: Path, tokens: tuple[int, ...], calls: int, device: str) -> dict[int, dict[str, float]]:
+    """The served artifact of ``bert`` called in this process at batch 1: p50 / p99 ms per token length (on CUDA
+    through the served runtime's CUDA graphs, numpy in and out)."""
+    runtime = Runtime(repo / "bert", read(repo / "bert"), device)
+    out = {}
+    for n in tokens:
+        ids = np.full((1, n), 1000, np.int64)
+        mask = np.ones_like(ids)
+        for _ in range(20):
+            runtime(ids, mask)
+        times = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            runtime(ids, mask)
+            times.append((time.perf_counter() - start) * 1e3)
+        out[n] = {"p50_ms": percentile(times, 50), "p99_ms": percentile(times, 99)}
+    return out
