@@ -18,70 +18,84 @@ constexpr const char* kTruncatedOutput = "TRUNCATED";
 
 RequestError BadShape(const std::string& message) { return {"bad_shape", message}; }
 
-// One input of a request as [rows, seq] int64 in `data` (copied: Triton's buffers carry no alignment promise
-// and may come in pieces).
-std::optional<RequestError> ReadInput(
-    TRITONBACKEND_Request* request, const char* name, std::vector<int64_t>* shape, std::vector<int64_t>* data) {
+// One input of a request as Triton describes it: its type, shape and the size of its buffers.
+struct InputView {
   TRITONBACKEND_Input* input = nullptr;
-  Check(TRITONBACKEND_RequestInput(request, name, &input), name);
-  TRITONSERVER_DataType dtype;
-  const int64_t* dims = nullptr;
-  uint32_t dims_count = 0, buffer_count = 0;
+  TRITONSERVER_DataType dtype = TRITONSERVER_TYPE_INVALID;
+  std::vector<int64_t> shape;
   uint64_t byte_size = 0;
-  Check(TRITONBACKEND_InputProperties(input, nullptr, &dtype, &dims, &dims_count, &byte_size, &buffer_count), name);
-  if (dtype != TRITONSERVER_TYPE_INT64) {
-    return BadShape(std::string(name) + " must be INT64, got " + TRITONSERVER_DataTypeString(dtype));
-  }
-  shape->assign(dims, dims + dims_count);
-  uint64_t elements = 1;
-  for (int64_t d : *shape) elements *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
-  if (byte_size != elements * sizeof(int64_t)) {
-    return BadShape(std::string(name) + " holds " + std::to_string(byte_size) + " bytes; its shape needs " +
-                    std::to_string(elements * sizeof(int64_t)));
-  }
-  data->resize(elements);
-  auto* dst = reinterpret_cast<char*>(data->data());
+  uint32_t buffer_count = 0;
+};
+
+InputView Describe(TRITONBACKEND_Request* request, const char* name) {
+  InputView view;
+  Check(TRITONBACKEND_RequestInput(request, name, &view.input), name);
+  const int64_t* dims = nullptr;
+  uint32_t dims_count = 0;
+  Check(TRITONBACKEND_InputProperties(view.input, nullptr, &view.dtype, &dims, &dims_count, &view.byte_size,
+                                      &view.buffer_count),
+        name);
+  view.shape.assign(dims, dims + dims_count);
+  return view;
+}
+
+// The input's buffers, in order, appended to `out` (copied: Triton's buffers carry no alignment promise and may
+// come in pieces); never more than the byte size Triton declared.
+std::optional<RequestError> Gather(const InputView& view, const char* name, std::string* out) {
+  out->reserve(out->size() + view.byte_size);
   uint64_t copied = 0;
-  for (uint32_t b = 0; b < buffer_count; ++b) {
+  for (uint32_t b = 0; b < view.buffer_count; ++b) {
     const void* buffer = nullptr;
     uint64_t size = 0;
     TRITONSERVER_MemoryType memory = TRITONSERVER_MEMORY_CPU;
     int64_t memory_id = 0;
-    Check(TRITONBACKEND_InputBuffer(input, b, &buffer, &size, &memory, &memory_id), name);
+    Check(TRITONBACKEND_InputBuffer(view.input, b, &buffer, &size, &memory, &memory_id), name);
     if (memory == TRITONSERVER_MEMORY_GPU) return Internal(std::string(name) + " arrived in GPU memory");
-    if (copied + size > byte_size) return BadShape(std::string(name) + " has more bytes than its shape");
-    std::memcpy(dst + copied, buffer, size);
+    if (copied + size > view.byte_size) return BadShape(std::string(name) + " has more bytes than its shape");
+    out->append(static_cast<const char*>(buffer), size);
     copied += size;
   }
-  if (copied != byte_size) return BadShape(std::string(name) + " has fewer bytes than its shape");
+  if (copied != view.byte_size) return BadShape(std::string(name) + " has fewer bytes than its shape");
+  return std::nullopt;
+}
+
+uint64_t Elements(const std::vector<int64_t>& shape) {
+  uint64_t elements = 1;
+  for (int64_t d : shape) elements *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
+  return elements;
+}
+
+// One input of a request as [rows, seq] int64 in `data`.
+std::optional<RequestError> ReadInput(
+    TRITONBACKEND_Request* request, const char* name, std::vector<int64_t>* shape, std::vector<int64_t>* data) {
+  const InputView view = Describe(request, name);
+  if (view.dtype != TRITONSERVER_TYPE_INT64) {
+    return BadShape(std::string(name) + " must be INT64, got " + TRITONSERVER_DataTypeString(view.dtype));
+  }
+  *shape = view.shape;
+  const uint64_t elements = Elements(view.shape);
+  if (view.byte_size != elements * sizeof(int64_t)) {
+    return BadShape(std::string(name) + " holds " + std::to_string(view.byte_size) + " bytes; its shape needs " +
+                    std::to_string(elements * sizeof(int64_t)));
+  }
+  std::string bytes;
+  if (auto error = Gather(view, name, &bytes)) return error;
+  data->resize(elements);
+  std::memcpy(data->data(), bytes.data(), bytes.size());
   return std::nullopt;
 }
 
 // The TEXT elements of a request ([rows, 1] BYTES: each a 4-byte little-endian length, then its bytes), each
 // checked as decode_text checks it; a bad one is named by its index when the request holds several.
 std::optional<RequestError> ReadTexts(TRITONBACKEND_Request* request, std::vector<std::string>* texts) {
-  TRITONBACKEND_Input* input = nullptr;
-  Check(TRITONBACKEND_RequestInput(request, kText, &input), kText);
-  TRITONSERVER_DataType dtype;
-  const int64_t* dims = nullptr;
-  uint32_t dims_count = 0, buffer_count = 0;
-  uint64_t byte_size = 0;
-  Check(TRITONBACKEND_InputProperties(input, nullptr, &dtype, &dims, &dims_count, &byte_size, &buffer_count), kText);
-  if (dtype != TRITONSERVER_TYPE_BYTES) return BadShape(std::string("TEXT must be BYTES, got ") + TRITONSERVER_DataTypeString(dtype));
-  if (dims_count == 0 || dims[0] < 1) return BadShape("TEXT holds no element");
-  int64_t count = 1;
-  for (uint32_t d = 0; d < dims_count; ++d) count *= std::max<int64_t>(dims[d], 0);
-  std::string data;
-  data.reserve(byte_size);
-  for (uint32_t b = 0; b < buffer_count; ++b) {
-    const void* buffer = nullptr;
-    uint64_t size = 0;
-    TRITONSERVER_MemoryType memory = TRITONSERVER_MEMORY_CPU;
-    int64_t memory_id = 0;
-    Check(TRITONBACKEND_InputBuffer(input, b, &buffer, &size, &memory, &memory_id), kText);
-    if (memory == TRITONSERVER_MEMORY_GPU) return Internal("TEXT arrived in GPU memory");
-    data.append(static_cast<const char*>(buffer), size);
+  const InputView view = Describe(request, kText);
+  if (view.dtype != TRITONSERVER_TYPE_BYTES) {
+    return BadShape(std::string("TEXT must be BYTES, got ") + TRITONSERVER_DataTypeString(view.dtype));
   }
+  if (view.shape.empty() || view.shape[0] < 1) return BadShape("TEXT holds no element");
+  const auto count = static_cast<int64_t>(Elements(view.shape));
+  std::string data;
+  if (auto error = Gather(view, kText, &data)) return error;
   size_t at = 0;
   for (int64_t i = 0; i < count; ++i) {
     if (data.size() - at < 4) return BadShape("TEXT has fewer elements than its shape");
