@@ -6,16 +6,21 @@ the server runs on free ports; its log is printed when a test of the session fai
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
+import tritonclient.grpc.aio as grpcaio
+from tritonclient.utils import InferenceServerException
 
 from export.repository import code_sha256
 from reliability import processes
@@ -104,6 +109,38 @@ def wait_ready(http_url: str, process: subprocess.Popen, timeout_s: float) -> fl
             return time.monotonic() - start
         time.sleep(0.25)
     raise TimeoutError(f"tritonserver not ready after {timeout_s} s")
+
+
+@dataclass(frozen=True)
+class SignalUnderLoad:
+    in_flight: int  # requests not yet answered when the signal went
+    failed: list[str]  # what the failed ones said
+    signalled: float  # time.monotonic() at the signal
+
+
+def signal_under_load(server: TritonServer, send: Callable[[], None], text: bytes, calls: int) -> SignalUnderLoad:
+    """Send ``calls`` embed requests together on one connected channel, ``send`` the signal once the first answer is
+    back (so the burst has reached the server), then wait for every answer."""
+
+    async def run() -> SignalUnderLoad:
+        client = grpcaio.InferenceServerClient(server.grpc_url)
+        inp = grpcaio.InferInput("TEXT", [1, 1], "BYTES")
+        inp.set_data_from_numpy(np.array([[text]], dtype=np.object_))
+        await client.infer("embed", [inp])  # the channel is connected before the burst
+        burst = [asyncio.ensure_future(client.infer("embed", [inp])) for _ in range(calls)]
+        _, pending = await asyncio.wait(burst, return_when=asyncio.FIRST_COMPLETED)
+        send()
+        signalled = time.monotonic()
+        results = await asyncio.gather(*burst, return_exceptions=True)
+        await client.close()
+        failed = [
+            r.message() if isinstance(r, InferenceServerException) else repr(r)
+            for r in results
+            if isinstance(r, Exception)
+        ]
+        return SignalUnderLoad(len(pending), failed, signalled)
+
+    return asyncio.run(run())
 
 
 def start_server(repository: Path, log_path: Path, *extra: str) -> TritonServer:

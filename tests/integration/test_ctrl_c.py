@@ -7,17 +7,13 @@ SIGINT too, closed its ports at once, and the launcher's drain failed with "Conn
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 
-import numpy as np
 import pytest
-import tritonclient.grpc.aio as grpcaio
-from tritonclient.utils import InferenceServerException
 
 from reliability.repository import linked_copy
-from tests.integration.conftest import start_server, stop_server, wait_ready
+from tests.integration.conftest import signal_under_load, start_server, stop_server, wait_ready
 
 pytestmark = pytest.mark.integration
 
@@ -27,24 +23,13 @@ def test_ctrl_c_to_the_process_group_answers_every_request_in_flight(exported_re
     try:
         wait_ready(server.http_url, server.process, 180)
 
-        async def load_then_ctrl_c() -> tuple[int, list]:
-            client = grpcaio.InferenceServerClient(server.grpc_url)
-            inp = grpcaio.InferInput("TEXT", [1, 1], "BYTES")
-            inp.set_data_from_numpy(np.array([[b"a request in flight when the user presses Ctrl-C " * 3]], np.object_))
-            await client.infer("embed", [inp])
-            calls = [asyncio.ensure_future(client.infer("embed", [inp])) for _ in range(24)]
-            _, pending = await asyncio.wait(calls, return_when=asyncio.FIRST_COMPLETED)
-            os.killpg(server.process.pid, signal.SIGINT)  # what the terminal does
-            results = await asyncio.gather(*calls, return_exceptions=True)
-            await client.close()
-            return len(pending), results
-
-        in_flight, results = asyncio.run(load_then_ctrl_c())
+        # what the terminal does: SIGINT to the whole foreground group
+        text = b"a request in flight when the user presses Ctrl-C " * 3
+        burst = signal_under_load(server, lambda: os.killpg(server.process.pid, signal.SIGINT), text, calls=24)
         code = server.process.wait(timeout=120)
-        failed = [r.message() if isinstance(r, InferenceServerException) else repr(r) for r in results if isinstance(r, Exception)]  # fmt: skip
         log = server.log()
-        assert in_flight > 0, "every request finished before the signal: nothing was left to drain"
-        assert not failed, failed
+        assert burst.in_flight > 0, "every request finished before the signal: nothing was left to drain"
+        assert not burst.failed, burst.failed
         assert code == 0, log[-4000:]
         assert "received SIGINT: draining" in log
         assert "failed" not in log.split("received SIGINT", 1)[1], log[-4000:]

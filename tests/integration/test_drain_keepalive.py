@@ -7,19 +7,15 @@ in-flight inference; a pod whose clients keep connections alive would spend its 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import signal
 import socket
 import time
 
-import numpy as np
 import pytest
-import tritonclient.grpc.aio as grpcaio
-from tritonclient.utils import InferenceServerException
 
 from reliability.repository import linked_copy
-from tests.integration.conftest import start_server, stop_server, wait_ready
+from tests.integration.conftest import signal_under_load, start_server, stop_server, wait_ready
 
 pytestmark = pytest.mark.integration
 log = logging.getLogger(__name__)
@@ -49,35 +45,20 @@ def test_sigterm_drains_within_the_budget_while_keepalive_clients_hold_connectio
         wait_ready(server.http_url, server.process, 180)
         held = [_keepalive_connection(server.http_url) for _ in range(KEEPALIVE_CLIENTS)]
 
-        async def load_then_stop() -> tuple[int, list, float]:
-            client = grpcaio.InferenceServerClient(server.grpc_url)
-            inp = grpcaio.InferInput("TEXT", [1, 1], "BYTES")
-            inp.set_data_from_numpy(
-                np.array([[b"drain me while clients keep their connections " * 4]], dtype=np.object_)
-            )
-            await client.infer("embed", [inp])
-            calls = [asyncio.ensure_future(client.infer("embed", [inp])) for _ in range(36)]
-            _, pending = await asyncio.wait(calls, return_when=asyncio.FIRST_COMPLETED)
-            server.process.send_signal(signal.SIGTERM)
-            signalled = time.monotonic()
-            results = await asyncio.gather(*calls, return_exceptions=True)
-            await client.close()
-            return len(pending), results, signalled
-
-        in_flight, results, signalled = asyncio.run(load_then_stop())
+        burst = signal_under_load(
+            server,
+            lambda: server.process.send_signal(signal.SIGTERM),
+            b"drain me while clients keep their connections " * 4,
+            calls=36,
+        )
         code = server.process.wait(timeout=4 * EXIT_TIMEOUT_S)
-        took = time.monotonic() - signalled
-        failed = [
-            r.message() if isinstance(r, InferenceServerException) else repr(r)
-            for r in results
-            if isinstance(r, Exception)
-        ]
+        took = time.monotonic() - burst.signalled
         log.info(
             "SIGTERM with %d requests in flight and %d idle keep-alive connections: exit %d after %.1f s (budget %d s)",
-            in_flight, KEEPALIVE_CLIENTS, code, took, EXIT_TIMEOUT_S,
+            burst.in_flight, KEEPALIVE_CLIENTS, code, took, EXIT_TIMEOUT_S,
         )  # fmt: skip
-        assert in_flight > 0, "every request finished before SIGTERM: nothing was left to drain"
-        assert not failed, failed
+        assert burst.in_flight > 0, "every request finished before SIGTERM: nothing was left to drain"
+        assert not burst.failed, burst.failed
         assert code == 0, server.log()[-4000:]
         # The budget is the launcher's --exit-timeout-s, whatever the idle connections do.
         assert took <= EXIT_TIMEOUT_S + 3, f"shutdown took {took:.1f} s with {KEEPALIVE_CLIENTS} keep-alive clients"

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
-import tritonclient.grpc.aio as grpcaio
-from tritonclient.utils import InferenceServerException
 
 from reliability.repository import linked_copy
-from tests.integration.conftest import ROOT, http_status, sibling_model, start_server, stop_server, wait_ready
+from tests.integration.conftest import (
+    ROOT,
+    http_status,
+    sibling_model,
+    signal_under_load,
+    start_server,
+    stop_server,
+    wait_ready,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -64,30 +68,13 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(exported_repository, tmp_
     try:
         wait_ready(server.http_url, server.process, 180)
 
-        async def load_then_stop() -> tuple[int, list]:
-            client = grpcaio.InferenceServerClient(server.grpc_url)
-            data = np.array([[b"drain me please " * 8]], dtype=np.object_)
-            inp = grpcaio.InferInput("TEXT", [1, 1], "BYTES")
-            inp.set_data_from_numpy(data)
-            await client.infer("embed", [inp])  # the channel is connected before the burst
-            # Just more than one batch (max batch 32: 24 calls could all share one and finish together), and small
-            # enough to be answered inside the 1 s queue timeout (load shedding) on a busy 2-core runner (48 were not).
-            calls = [asyncio.ensure_future(client.infer("embed", [inp])) for _ in range(36)]
-            # One answer back means the burst, sent together on one connection, has reached the server.
-            _, pending = await asyncio.wait(calls, return_when=asyncio.FIRST_COMPLETED)
-            server.process.send_signal(signal.SIGTERM)
-            results = await asyncio.gather(*calls, return_exceptions=True)
-            await client.close()
-            return len(pending), results
-
-        in_flight, results = asyncio.run(load_then_stop())
-        assert in_flight > 0, "every request finished before SIGTERM: nothing was left to drain"
-        failed = [
-            r.message() if isinstance(r, InferenceServerException) else repr(r)
-            for r in results
-            if isinstance(r, Exception)
-        ]
-        assert not failed, failed
+        # Just more than one batch (max batch 32: 24 calls could all share one and finish together), and small
+        # enough to be answered inside the 1 s queue timeout (load shedding) on a busy 2-core runner (48 were not).
+        burst = signal_under_load(
+            server, lambda: server.process.send_signal(signal.SIGTERM), b"drain me please " * 8, calls=36
+        )
+        assert burst.in_flight > 0, "every request finished before SIGTERM: nothing was left to drain"
+        assert not burst.failed, burst.failed
         assert server.process.wait(timeout=60) == 0
     finally:
         stop_server(server)
