@@ -8,12 +8,18 @@
 
 #include <cstring>
 #include <map>
+#include <mutex>
 
 #include "module.h"
 #include "runtime.h"
 
 namespace bertserve {
 namespace {
+
+// Triton loads instances (of one model and of several) on parallel threads. One capture at a time in the process,
+// each in thread-local mode: another thread's warm-up allocations and replays stay legal while this one captures
+// (the default global mode made them fail, and the failed capture aborted the server).
+std::mutex capture_mutex;
 
 class GraphRuntime : public Runtime {
  public:
@@ -63,7 +69,8 @@ class GraphRuntime : public Runtime {
     for (int i = 0; i < 2; ++i) module_->Forward({b->ids, b->mask}, stream_.stream());  // allocations settle
     stream_.synchronize();
     // Same dtype and contiguous on both sides, so each copy_ is one captured memcpy.
-    b->graph.capture_begin();
+    std::lock_guard<std::mutex> one_capture(capture_mutex);
+    b->graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
     b->ids.copy_(b->host_ids, /*non_blocking=*/true);
     b->mask.copy_(b->host_mask, /*non_blocking=*/true);
     b->host_out.copy_(module_->Forward({b->ids, b->mask}, stream_.stream()).to(at::kFloat), /*non_blocking=*/true);
