@@ -51,7 +51,7 @@ export: setup ## Export the default model (MiniLM, CPU) into model_repository/  
 	$(PY) -m export $(ARGS)
 
 serve: setup ## Start tritonserver on model_repository/ (HTTP 8000, gRPC 8001, metrics 8002; REPLICAS=N behind nginx)
-	$(PY) -m $(if $(REPLICAS),serving.replicas --replicas $(REPLICAS),serving) $(ARGS)
+	$(PY) -m $(if $(REPLICAS),serving.launcher.replicas --replicas $(REPLICAS),serving) $(ARGS)
 
 loadtest: setup ## The highest load the running server holds within the 10 ms budget, and the verdict (ARGS: another run, "--help")
 	@$(PY) -m loadtest $(or $(ARGS),--find-max); code=$$?; if [ $$code -ne 0 ]; then \

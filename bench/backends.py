@@ -4,7 +4,7 @@
 
 The repository's encoders are served as exported (native) and from a copy whose encoders run in the Python
 backend (the twin: same artifact files, config and model.py switched). Rounds alternate which server goes first;
-each round also times the served artifact in-process (serving.runtime, batch 1), the reference the served
+each round also times the served artifact in-process (serving.python_backend.runtime, batch 1), the reference the served
 figures are held to. Per server: time to ready, resident memory of tritonserver and its stubs, perf_analyzer on
 ``bert`` at concurrency 1 for each token length and at the sweep's concurrencies for the first length.
 Writes reports/backends-<label>.json and .md; the tables quote medians over the rounds.
@@ -35,8 +35,8 @@ from loadtest.payload import build_pool, perf_analyzer_input_data
 from loadtest.perf_analyzer_compare import ensure_perf_analyzer, run_perf_analyzer
 from reliability import processes
 from reliability.repository import rewrite_config
-from serving import native
-from serving.manifest import MANIFEST, REPOSITORY_INDEX, read
+from serving.launcher import native
+from serving.repository.manifest import MANIFEST, REPOSITORY_INDEX, read
 
 log = logging.getLogger("bench.backends")
 BACKENDS = ("native", "python")

@@ -25,8 +25,8 @@ from bench.timing import served_artifact_ms
 from export import model_configs
 from export.repository import file_hashes
 from reliability.repository import linked_copy, replace_file
-from serving.hardware import cpu_model
-from serving.manifest import MANIFEST
+from serving.repository.hardware import cpu_model
+from serving.repository.manifest import MANIFEST
 
 log = logging.getLogger("bench.native_embed")
 ROOT = Path(__file__).resolve().parent.parent

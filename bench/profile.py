@@ -37,7 +37,8 @@ from bench.report import machine
 from bench.timing import clock
 from export import artifacts as art
 from export import autotune
-from serving.manifest import read, verify
+from serving.repository.artifacts import AOTI, EXPORTED_PROGRAM, load_module
+from serving.repository.manifest import read, verify
 
 log = logging.getLogger("bench.profile")
 # What a reader opens in the package: generated code and its metadata, not the compiled objects or weights.
@@ -65,14 +66,14 @@ def artifact(model_dir: Path, kind: str) -> Path:
 def instrumented_copy(model_dir: Path, work: Path) -> tuple[Callable[..., torch.Tensor], float]:
     """The model's ExportedProgram compiled again with a profiler record around every generated C++ kernel (and
     tuned again, where export tuned the served package)."""
-    ep = torch.export.load(str(artifact(model_dir, art.EXPORTED_PROGRAM)))
+    ep = torch.export.load(str(artifact(model_dir, EXPORTED_PROGRAM)))
     configs: dict[str, Any] = {"cpp.enable_kernel_profile": True}
     if read(model_dir).get("autotune", {}).get("ran"):
         configs.update(autotune.inductor_configs("cpu"))
     start = time.perf_counter()
     package = work / "instrumented.pt2"
     art.compile_aoti(ep, package, configs)
-    return art.load_module(art.AOTI, package, "cpu"), time.perf_counter() - start
+    return load_module(AOTI, package, "cpu"), time.perf_counter() - start
 
 
 def medians_ms(
@@ -167,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     model_dir = args.repository / args.model
     manifest = read(model_dir)
     device = "cuda" if manifest["target"] == "cuda" else "cpu"
-    package = artifact(model_dir, art.AOTI)
-    served = art.load_module(art.AOTI, package, device)
+    package = artifact(model_dir, AOTI)
+    served = load_module(AOTI, package, device)
     ids = torch.randint(1000, 2000, (args.batch, args.tokens), dtype=torch.int64, device=device)
     inputs = (ids, torch.ones_like(ids))
     stem = f"profile-{args.model}-{device}-{args.batch}x{args.tokens}"

@@ -24,6 +24,7 @@ from bench.config import BenchConfig
 from bench.inputs import Model, calibration
 from export import artifacts as art
 from export import autotune, fusion
+from serving.repository.artifacts import AOTI, TORCHSCRIPT, load_module
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +189,7 @@ class Builder:
 
         def build() -> Variant:
             path = self._aoti_package(module, tag, tuned)
-            return _torch_variant(name, precision, art.load_module(art.AOTI, path, self.device), self.device)
+            return _torch_variant(name, precision, load_module(AOTI, path, self.device), self.device)
 
         yield Plan(name, _timed(build))
         if self.cuda:
@@ -209,8 +210,8 @@ class Builder:
             if self.device not in recipe.devices:
                 log.info("int8 recipe %s: its kernels do not run on %s, not timed", recipe.name, self.device)
                 continue
-            kind = art.AOTI if art.AOTI in recipe.paths else art.TORCHSCRIPT
-            if tuned and kind != art.AOTI:
+            kind = AOTI if AOTI in recipe.paths else TORCHSCRIPT
+            if tuned and kind != AOTI:
                 continue
             name = f"int8 {recipe.name} ({kind}{' autotuned' if tuned else ''})"
             yield Plan(name, _timed(functools.partial(self._int8_variant, recipe, kind, name, tuned)))
@@ -224,12 +225,12 @@ class Builder:
         calib = [(i.to(self.device), m.to(self.device)) for i, m in calibration(self.model, self.cfg.max_seq, 0)]
         # .to(device): the outlier split builds its int8 Linear on the CPU whatever the source module's device.
         module = recipe.apply(self.half if self.cuda else self.reference, calib).eval().to(self.device)
-        if kind == art.AOTI:
+        if kind == AOTI:
             path = self._aoti_package(lambda: module, f"int8-{recipe.name}{'-tuned' if tuned else ''}", tuned)
         else:
             path = self.workdir / f"int8-{recipe.name}.ts"
             art.trace_torchscript(module, self.device, path)
-        return _torch_variant(name, "int8", art.load_module(kind, path, self.device), self.device, note=recipe.name)
+        return _torch_variant(name, "int8", load_module(kind, path, self.device), self.device, note=recipe.name)
 
     def _int8_runtime_variant(self, recipe: Any, name: str) -> Variant:
         path = self.workdir / f"int8-{recipe.name}.aoti.pt2"
@@ -239,7 +240,7 @@ class Builder:
 
     # an exported repository ---------------------------------------------------------------------------
     def _repository_plans(self, repository: Path) -> Iterator[Plan]:
-        from serving import manifest as mf
+        from serving.repository import manifest as mf
 
         for model_dir in sorted(p for p in repository.iterdir() if (p / mf.MANIFEST).is_file()):
             manifest = mf.read(model_dir)
@@ -257,12 +258,12 @@ class Builder:
                 yield Plan(name_rt, _timed(build_rt))
 
     def _repository_variant(self, model_dir: Path, manifest: dict[str, Any], name: str) -> Variant:
-        from serving import manifest as mf
+        from serving.repository import manifest as mf
 
         kind = manifest["runtime"]
         rel = manifest["artifacts"][kind]["file"]
         mf.verify(model_dir, manifest, only=[rel])
-        module = art.load_module(kind, model_dir / rel, self.device)
+        module = load_module(kind, model_dir / rel, self.device)
         return _torch_variant(name, manifest["precision"], module, self.device, note=str(model_dir / rel))
 
     # onnxruntime --------------------------------------------------------------------------------------
@@ -313,19 +314,19 @@ def _onnx_variant(name: str, precision: str, path: Path, threads: int = 0) -> Va
 
 
 def _manifest_for(path: Path) -> dict[str, Any]:
-    """The minimal manifest :class:`serving.runtime.Runtime` needs for a package built here."""
-    from serving.manifest import sha256
+    """The minimal manifest :class:`serving.python_backend.runtime.Runtime` needs for a package built here."""
+    from serving.repository.manifest import sha256
 
     return {
-        "runtime": art.AOTI,
-        "artifacts": {art.AOTI: {"file": path.name}},
+        "runtime": AOTI,
+        "artifacts": {AOTI: {"file": path.name}},
         "files": {path.name: {"bytes": path.stat().st_size, "sha256": sha256(path)}},
     }
 
 
 def _runtime_variant(name: str, precision: str, model_dir: Path, manifest: dict[str, Any], device: str) -> Variant:
     """The serving runtime as the Triton model runs it: numpy in, one CUDA graph per shape, numpy out."""
-    from serving.runtime import Runtime
+    from serving.python_backend.runtime import Runtime
 
     runtime = Runtime(model_dir, manifest, device)
 

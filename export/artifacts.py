@@ -14,19 +14,9 @@ from torch import nn
 from torch.export import Dim, ExportedProgram
 
 from export.errors import ArtifactError
+from serving.repository.artifacts import ONNX, LoadError, load_module
 
 log = logging.getLogger(__name__)
-
-EXPORTED_PROGRAM, AOTI, TORCHSCRIPT, ONNX = "exported_program", "aoti", "torchscript", "onnx"
-PATHS = (EXPORTED_PROGRAM, AOTI, TORCHSCRIPT, ONNX)
-FILENAMES = {
-    EXPORTED_PROGRAM: "model.ep.pt2",
-    AOTI: "model.aoti.pt2",
-    TORCHSCRIPT: "model.ts",
-    ONNX: "model.onnx",
-}
-# The order a runner prefers when several paths exist: compiled first.
-RUNTIME_PREFERENCE = (AOTI, TORCHSCRIPT, EXPORTED_PROGRAM)
 
 Runner = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -92,25 +82,6 @@ def export_onnx(encoder: nn.Module, device: str, path: Path, max_batch: int, max
         )
 
 
-def load_module(kind: str, path: Path, device: str, cuda_graphs: bool = False) -> Callable[..., torch.Tensor]:
-    """Load a torch artifact (AOTInductor package, TorchScript, ExportedProgram); never compiles.
-
-    ``cuda_graphs``: the caller captures the module's calls in CUDA graphs. The AOTInductor container then
-    runs single-threaded: its multi-threaded mode polls CUDA events between runs, which a capture forbids
-    ("operation not permitted when stream is capturing"). One caller thread per loaded module, then.
-    """
-    try:
-        if kind == AOTI:
-            return torch._inductor.aoti_load_package(str(path), run_single_threaded=cuda_graphs)
-        if kind == TORCHSCRIPT:
-            return torch.jit.load(str(path), map_location=device)
-        if kind == EXPORTED_PROGRAM:
-            return torch.export.load(str(path)).module()
-    except Exception as e:  # any loader failure names the file
-        raise ArtifactError(f"cannot load {kind} artifact {path}: {e}") from e
-    raise ArtifactError(f"unknown torch artifact kind {kind!r}")
-
-
 def load_runner(kind: str, path: Path, device: str) -> Runner:
     """Load an artifact back as a callable (input_ids, attention_mask) -> embedding (CPU float32 out).
 
@@ -119,7 +90,10 @@ def load_runner(kind: str, path: Path, device: str) -> Runner:
     """
     if kind == ONNX:
         return _onnx_runner(path)
-    model = load_module(kind, path, device, cuda_graphs=device.startswith("cuda"))
+    try:
+        model = load_module(kind, path, device, cuda_graphs=device.startswith("cuda"))
+    except LoadError as e:
+        raise ArtifactError(str(e)) from e
 
     def run(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode():

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from serving.hardware import processor
+from serving.repository.hardware import processor
 
 BACKENDS = {"cpu": "CPP,ATEN", "cuda": "TRITON,ATEN"}
 

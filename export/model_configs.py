@@ -128,7 +128,7 @@ def tokenizer_config(shape: ServingShape) -> dict[str, Any]:
 def bert_config(
     name: str, shape: ServingShape, precision: str, runtime: str, backend: str = "python", threads: int = 0
 ) -> dict[str, Any]:
-    """An encoder model; ``backend`` is "python" (a stub runs serving/models/bert.py) or the native backend's name.
+    """An encoder model; ``backend`` is "python" (a stub runs serving/python_backend/models/bert.py) or the native backend's name.
 
     ``threads``: intra-op threads per instance, 0 for the CPUs the server process may use."""
     params = {"precision": precision, "runtime": runtime, "threads": str(threads)}

@@ -25,11 +25,12 @@ from export.progress import Steps
 from export.report import table
 from export.repository import RepositoryWriter, serialize_strings
 from export.verify import Accuracy, Verifier, calibration_batches
-from serving import native
+from serving.launcher import native
+from serving.repository.artifacts import AOTI, EXPORTED_PROGRAM, FILENAMES, ONNX, PATHS, RUNTIME_PREFERENCE, TORCHSCRIPT
 
 log = logging.getLogger(__name__)
 
-ALL_PATHS = frozenset(art.PATHS)
+ALL_PATHS = frozenset(PATHS)
 WARMUP_TEXT = "The quick brown fox jumps over the lazy dog near the river bank."
 
 
@@ -95,26 +96,26 @@ def _build(
     not_built = []
     runners: dict[str, art.Runner] = {}
     ep = None
-    for path in art.PATHS:
+    for path in PATHS:
         if path not in v.paths or path in cfg.skip:
             why = "skipped by --skip" if path in cfg.skip else f"{v.recipe or v.precision} cannot take this path"
             not_built.append({"model": v.staging_name, "path": path, "reason": why})
             continue
-        file = out_dir / art.FILENAMES[path]
+        file = out_dir / FILENAMES[path]
         with steps.step(f"{v.precision}: {path}"):
             start = time.perf_counter()
             try:
-                if path in (art.EXPORTED_PROGRAM, art.AOTI) and ep is None:
+                if path in (EXPORTED_PROGRAM, AOTI) and ep is None:
                     ep = art.export_program(v.module, cfg.target, cfg.max_batch, max_seq)
-                if path == art.EXPORTED_PROGRAM:
+                if path == EXPORTED_PROGRAM:
                     art.save_exported_program(ep, file)
-                elif path == art.AOTI and cfg.tuned:
+                elif path == AOTI and cfg.tuned:
                     with autotune.recording(cfg.target) as tuning:
                         art.compile_aoti(ep, file, autotune.inductor_configs(cfg.target))
                     v.tuning = tuning.summary()
-                elif path == art.AOTI:
+                elif path == AOTI:
                     art.compile_aoti(ep, file)
-                elif path == art.TORCHSCRIPT:
+                elif path == TORCHSCRIPT:
                     art.trace_torchscript(v.module, cfg.target, file)
                 else:
                     art.export_onnx(v.module, cfg.target, file, cfg.max_batch, max_seq)
@@ -132,13 +133,13 @@ def _build(
             "bytes": file.stat().st_size,
         }
         entry.update(acc.as_dict())
-        if path == art.AOTI:
+        if path == AOTI:
             entry.update(art.aoti_kernel_report(file))
         v.built[path] = entry
         runners[path] = runner
-    v.runtime = next((p for p in art.RUNTIME_PREFERENCE if p in v.built), "")
+    v.runtime = next((p for p in RUNTIME_PREFERENCE if p in v.built), "")
     if not v.runtime:
-        raise art.ArtifactError(f"{v.staging_name}: no servable artifact (need one of {art.RUNTIME_PREFERENCE})")
+        raise art.ArtifactError(f"{v.staging_name}: no servable artifact (need one of {RUNTIME_PREFERENCE})")
     v.runner = runners[v.runtime]
     return not_built
 
@@ -154,7 +155,7 @@ def _variants(cfg: ExportConfig, encoder: nn.Module, verifier: Verifier, ckpt, m
             if cfg.gelu_epilogue and fusion.fuse_gelu_epilogues(module):
                 log.info("fp16: the FFN GELUs run as cuBLASLt GEMM epilogues (ONNX keeps them apart)")
                 rewrites = ("gelu_epilogue",)
-            out.append(Variant("fp16", module, ALL_PATHS - {art.TORCHSCRIPT}, rewrites=rewrites))
+            out.append(Variant("fp16", module, ALL_PATHS - {TORCHSCRIPT}, rewrites=rewrites))
         else:
             out.append(_int8_variant(cfg, encoder, verifier, calibration_batches(ckpt.tokenizer, max_seq)))
     return out
@@ -162,7 +163,7 @@ def _variants(cfg: ExportConfig, encoder: nn.Module, verifier: Verifier, ckpt, m
 
 def run(cfg: ExportConfig) -> Path:
     log.info("export config: %s", cfg)
-    steps = Steps(total=4 + len(cfg.precisions) * len(art.PATHS))
+    steps = Steps(total=4 + len(cfg.precisions) * len(PATHS))
     writer = None
     try:
         with steps.step("load checkpoint"):
@@ -268,7 +269,7 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
                 "precision": v.precision,
                 "recipe": v.recipe,
                 # rewrite -> the artifacts that carry it (ONNX traces the plain modules)
-                "rewrites": {r: sorted(p for p in v.built if p != art.ONNX) for r in v.rewrites},
+                "rewrites": {r: sorted(p for p in v.built if p != ONNX) for r in v.rewrites},
                 "runtime": v.runtime,
                 "artifacts": {p: {"file": e["file"]} for p, e in v.built.items()},
                 "accuracy": {
@@ -297,10 +298,10 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
         log.warning("embed is the ensemble of the Python tokenizer and bert: the native tokenizer cannot: %s", why)
         writer.write_config("embed", model_configs.embed_config(shape))
         writer.write_manifest("embed", {**common, "model": "embed", "steps": ["tokenizer", "bert"]})
-    ts_source = next((v for v in [served, *variants] if art.TORCHSCRIPT in v.built), None)
+    ts_source = next((v for v in [served, *variants] if TORCHSCRIPT in v.built), None)
     if ts_source is not None:
         writer.write_config("bert_torchscript", model_configs.torchscript_config(shape))
-        writer.link("bert_torchscript", "model.pt", names[ts_source.precision], art.FILENAMES[art.TORCHSCRIPT])
+        writer.link("bert_torchscript", "model.pt", names[ts_source.precision], FILENAMES[TORCHSCRIPT])
         writer.write_manifest(
             "bert_torchscript", {**common, "model": "bert_torchscript", "precision": ts_source.precision}
         )

@@ -16,7 +16,7 @@ import numpy as np
 
 from export.errors import OutputDirError
 from export.model_configs import render
-from serving.manifest import MANIFEST, REPOSITORY_INDEX, sha256
+from serving.repository.manifest import MANIFEST, REPOSITORY_INDEX, sha256
 
 log = logging.getLogger(__name__)
 
@@ -24,13 +24,13 @@ README_TEXT = (
     "Build output of `make export`: the Triton model repository (tokenizer, bert, embed, ...). "
     "Nothing here is committed.\n"
 )
-SERVING_MODELS = Path(__file__).resolve().parent.parent / "serving" / "models"
+SERVING_MODELS = Path(__file__).resolve().parent.parent / "serving" / "python_backend" / "models"
 
 
 def code_sha256() -> str:
     """One hash over the export and serving code: a repository built by other code is stale."""
     h = hashlib.sha256()
-    root = SERVING_MODELS.parent.parent
+    root = Path(__file__).resolve().parent.parent
     for p in sorted([*root.glob("export/**/*.py"), *root.glob("export/data/*"), *root.glob("serving/**/*.py")]):
         h.update(p.relative_to(root).as_posix().encode())
         h.update(p.read_bytes())

@@ -10,8 +10,8 @@ from pathlib import Path
 from google.protobuf import json_format
 
 from export.model_configs import QueuePolicy, parse, queue_policy, render
-from serving import native
-from serving.manifest import MANIFEST, sha256
+from serving.launcher import native
+from serving.repository.manifest import MANIFEST, sha256
 
 SHEDDING_MODELS = ("bert",)  # the tokenizer takes no queue policy (export/model_configs.py)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import sys
 
-from serving.config import parse_args
-from serving.server import LaunchError, serve
+from serving.launcher.config import parse_args
+from serving.launcher.server import LaunchError, serve
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,5 +1,5 @@
 // Validate one request's token ids and collate valid rows into padded length / batch buckets.
-// Plain C++ with no Triton or torch types; serving/batching.py is the reference it must agree with.
+// Plain C++ with no Triton or torch types; serving/python_backend/batching.py is the reference it must agree with.
 #pragma once
 
 #include <cstdint>

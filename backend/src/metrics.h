@@ -1,5 +1,5 @@
 // The bertserve_* metric families of an encoder model, through Triton's C metrics API (on :8002 beside Triton's
-// own). Names, labels and buckets are those of serving/metrics.py, so dashboards and alert rules read both alike.
+// own). Names, labels and buckets are those of serving/python_backend/metrics.py, so dashboards and alert rules read both alike.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// One TEXT element checked as serving/batching.py's decode_text checks it, with the same reasons and messages:
+// One TEXT element checked as serving/python_backend/batching.py's decode_text checks it, with the same reasons and messages:
 // over 64 KiB, not UTF-8 (naming the first bad byte as Python's strict decoder does), blank (Python's
 // str.isspace()). Plain C++, no Triton types.
 #pragma once

@@ -1,4 +1,4 @@
-// A C surface over the backend's pure logic, for the tests that hold it against serving/batching.py and the
+// A C surface over the backend's pure logic, for the tests that hold it against serving/python_backend/batching.py and the
 // Hugging Face tokenizer (ctypes). Built as libbertserve_core.so; never loaded by tritonserver. No exception
 // crosses it: a failure is a return value and a message.
 #include <cstring>

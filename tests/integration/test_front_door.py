@@ -31,7 +31,7 @@ def front_door(exported_repository, tmp_path_factory):
     keys = tmp / "keys.txt"
     keys.write_text("".join(f"{name} {key}\n" for name, key in KEYS.items()))
     http, grpc = free_port(), free_port()
-    cmd = [sys.executable, "-m", "serving.replicas", "--replicas", "1", "--repository", str(exported_repository),
+    cmd = [sys.executable, "-m", "serving.launcher.replicas", "--replicas", "1", "--repository", str(exported_repository),
            "--http-port", str(http), "--grpc-port", str(grpc), "--base-port", str(free_port() + 1000),
            "--api-keys", str(keys), "--rate", str(RATE), "--burst", str(BURST)]  # fmt: skip
     log = (tmp / "replicas.log").open("w")

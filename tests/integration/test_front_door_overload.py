@@ -44,7 +44,7 @@ def _requests_seen(metrics_port: int) -> float:
 def two_replicas(exported_repository, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("overload")
     http, grpc, base = free_port(), free_port(), free_port() + 1000
-    cmd = [sys.executable, "-m", "serving.replicas", "--replicas", "2", "--repository", str(exported_repository),
+    cmd = [sys.executable, "-m", "serving.launcher.replicas", "--replicas", "2", "--repository", str(exported_repository),
            "--http-port", str(http), "--grpc-port", str(grpc), "--base-port", str(base),
            "--rate", "100000", "--burst", "100000"]  # fmt: skip
     log_path = tmp / "replicas.log"

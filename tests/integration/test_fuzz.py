@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tritonclient.utils import InferenceServerException
 
-from serving import batching
-from serving.errors import RequestError
+from serving.python_backend import batching
+from serving.python_backend.errors import RequestError
 from tests.integration.conftest import http_status, text_model
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -15,7 +15,7 @@ from tritonclient.utils import InferenceServerException
 from export.model_configs import QueuePolicy
 from reliability import processes
 from reliability.repository import linked_copy, replace_file, rewrite_config
-from serving import native
+from serving.launcher import native
 from tests.integration.conftest import NATIVE_ONLY
 
 pytestmark = pytest.mark.integration

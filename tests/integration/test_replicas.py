@@ -56,7 +56,7 @@ def test_two_replicas_share_traffic_and_survive_losing_one(exported_repository, 
     http, grpc, base = free_port(), free_port(), 20000 + (os.getpid() % 2000) * 10
     log = (tmp_path / "replicas.log").open("w")
     cmd = [
-        sys.executable, "-m", "serving.replicas", "--replicas", "2", "--repository", str(exported_repository),
+        sys.executable, "-m", "serving.launcher.replicas", "--replicas", "2", "--repository", str(exported_repository),
         "--http-port", str(http), "--grpc-port", str(grpc), "--base-port", str(base),
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)

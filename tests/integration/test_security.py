@@ -15,7 +15,7 @@ from tritonclient.utils import InferenceServerException
 
 from reliability import processes
 from reliability.repository import linked_copy
-from serving.config import GRPC_HEADER_PREFIX, ServeConfig
+from serving.launcher.config import GRPC_HEADER_PREFIX, ServeConfig
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from serving import native
+from serving.launcher import native
 
 CORE = native.LIBRARY.parent / "libbertserve_core.so"
 I64 = ctypes.POINTER(ctypes.c_int64)

@@ -1,4 +1,4 @@
-"""The native backend's validation and collation (backend/src/batching.cc) against serving/batching.py.
+"""The native backend's validation and collation (backend/src/batching.cc) against serving/python_backend/batching.py.
 
 The C++ logic is loaded through the C surface of libbertserve_core.so (built by ``make backend``) and fed the same
 random requests as the Python reference: a request the two judge differently is a bug in one of them.
@@ -11,8 +11,9 @@ import ctypes
 import numpy as np
 import pytest
 
-from serving import batching, native
-from serving.errors import RequestError
+from serving.launcher import native
+from serving.python_backend import batching
+from serving.python_backend.errors import RequestError
 
 I64 = ctypes.POINTER(ctypes.c_int64)
 CORE = native.LIBRARY.parent / "libbertserve_core.so"

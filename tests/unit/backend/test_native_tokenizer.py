@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer, normalizers, pre_tokenizers
 
-from serving import batching
-from serving.errors import RequestError
+from serving.python_backend import batching
+from serving.python_backend.errors import RequestError
 from tests.integration.test_fuzz import EDGE_TEXTS, text_request
 from tests.unit.backend import multilingual
 from tests.unit.backend import native_core as nc
@@ -57,7 +57,7 @@ def tokenizer_json(tiny_checkpoint) -> Path:
 
 @pytest.fixture(scope="module")
 def hf(tokenizer_json) -> Tokenizer:
-    tok = Tokenizer.from_file(str(tokenizer_json))  # as serving/models/tokenizer.py loads it
+    tok = Tokenizer.from_file(str(tokenizer_json))  # as serving/python_backend/models/tokenizer.py loads it
     tok.no_padding()
     tok.enable_truncation(MAX_SEQ)
     return tok

@@ -18,7 +18,7 @@ from tests.unit.conftest import TINY
 @pytest.mark.gpu
 @pytest.mark.slow
 def test_runtime_replays_cuda_graphs_over_aoti(tmp_path: Path) -> None:
-    from serving.runtime import Runtime
+    from serving.python_backend.runtime import Runtime
 
     torch.manual_seed(0)
     # fp16, as a CUDA repository is served (fp32 on CUDA does not export with a dynamic length: torch 2.11's

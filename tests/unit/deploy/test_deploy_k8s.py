@@ -53,7 +53,7 @@ def test_pods_drain_probe_and_run_locked_down(built):
 
 
 def test_the_pod_arguments_are_the_launchers_own(built):
-    from serving.config import parse_args
+    from serving.launcher.config import parse_args
 
     server = next(
         c for c in built["Deployment"]["spec"]["template"]["spec"]["containers"] if c["name"] == "tritonserver"

@@ -84,8 +84,8 @@ def test_metric_names_reads_selectors_through_functions_and_operators():
 
 
 def test_local_scrape_config_covers_make_serve_and_its_replicas():
-    from serving.config import ServeConfig
-    from serving.replicas import DEFAULT_BASE_PORT, replicas
+    from serving.launcher.config import ServeConfig
+    from serving.launcher.replicas import DEFAULT_BASE_PORT, replicas
 
     config = yaml.safe_load(validate.PROMETHEUS_CONFIG.read_text())
     (job,) = [job for job in config["scrape_configs"] if job["job_name"] == "bertserve"]

@@ -8,7 +8,7 @@ import pytest
 
 from export.config import parse_args
 from export.model_configs import QueuePolicy, ServingShape, bert_config, parse, render, tokenizer_config
-from serving import native
+from serving.launcher import native
 
 SHAPE = ServingShape(
     max_batch=32,

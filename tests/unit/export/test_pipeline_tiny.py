@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 
-from export import artifacts as art
 from export import checkpoint
 from export.config import ExportConfig
 from export.encoder import Encoder
@@ -18,10 +17,11 @@ from export.errors import AccuracyGateError
 from export.model_configs import parse
 from export.pipeline import _eager_runner, run
 from export.verify import Verifier
-from serving import native
-from serving.hardware import cpu_model
-from serving.manifest import VerificationError, read, verify
-from serving.runtime import Runtime
+from serving.launcher import native
+from serving.python_backend.runtime import Runtime
+from serving.repository.artifacts import AOTI, ONNX, PATHS, TORCHSCRIPT
+from serving.repository.hardware import cpu_model
+from serving.repository.manifest import VerificationError, read, verify
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +31,8 @@ def repo(tiny_repository: Path) -> Path:
 
 def test_every_artifact_path_is_built_verified_and_gated(repo):
     manifest = read(repo / "bert")
-    assert manifest["precision"] == "fp32" and manifest["runtime"] == art.AOTI
-    assert set(manifest["artifacts"]) == set(art.PATHS)
+    assert manifest["precision"] == "fp32" and manifest["runtime"] == AOTI
+    assert set(manifest["artifacts"]) == set(PATHS)
     for path, entry in manifest["artifacts"].items():
         assert (repo / "bert" / entry["file"]).is_file()
         acc = manifest["accuracy"][path]
@@ -40,7 +40,7 @@ def test_every_artifact_path_is_built_verified_and_gated(repo):
     verify(repo / "bert", manifest)
     report = manifest["compile_report"]
     assert report["dynamo"] == {"graphs": 1, "graph_breaks": 0}
-    aoti = next(a for a in report["artifacts"] if a["path"] == art.AOTI)
+    aoti = next(a for a in report["artifacts"] if a["path"] == AOTI)
     assert aoti["generated_kernels"] > 0
 
 
@@ -85,7 +85,7 @@ def test_runtime_serves_the_verified_artifact_like_eager(repo, tiny_checkpoint):
 def test_runtime_refuses_a_tampered_artifact(repo, tmp_path):
     manifest = read(repo / "bert")
     bad = copy.deepcopy(manifest)
-    bad["files"][manifest["artifacts"][art.AOTI]["file"]]["sha256"] = "0" * 64
+    bad["files"][manifest["artifacts"][AOTI]["file"]]["sha256"] = "0" * 64
     with pytest.raises(VerificationError, match="model.aoti.pt2"):
         Runtime(repo / "bert", bad, "cpu")
 
@@ -106,7 +106,7 @@ def test_gate_fails_on_corrupted_weights(tiny_checkpoint):
 def test_autotune_records_what_it_chose_for_this_machine(tiny_checkpoint, tmp_path):
     out = tmp_path / "repo"
     run(ExportConfig(model=str(tiny_checkpoint), precisions=("fp32",), max_batch=4, max_seq=32, output=out,
-                     skip=frozenset({art.TORCHSCRIPT, art.ONNX}), autotune=True))  # fmt: skip
+                     skip=frozenset({TORCHSCRIPT, ONNX}), autotune=True))  # fmt: skip
     tuning = read(out / "bert")["autotune"]
     assert tuning["ran"] and tuning["tuned_for"] == cpu_model() and tuning["seconds"] > 0
     assert tuning["backends"] == "CPP,ATEN"

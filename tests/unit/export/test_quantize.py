@@ -113,11 +113,12 @@ def test_recipe_paths_and_devices_are_known() -> None:
 
 def test_pt2e_recipe_compiles_to_onednn_int8_and_matches_its_eager_graph(encoder, calibration, tmp_path) -> None:
     from export import artifacts as art
+    from serving.repository.artifacts import load_module
 
     quantized = quantize.get_recipe("pt2e_x86_int8_smoothquant").apply(encoder, calibration).eval()
     package = tmp_path / "int8.aoti.pt2"
     art.compile_aoti(art.export_program(quantized, "cpu", 4, 32), package)
-    compiled = art.load_module(quantize.AOTI, package, "cpu")
+    compiled = load_module(quantize.AOTI, package, "cpu")
     inputs = _batch(7, 3, 24)
     with torch.inference_mode():
         eager, aoti, ref = quantized(*inputs), compiled(*inputs), encoder(*inputs)

@@ -3,8 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from serving import batching
-from serving.errors import RequestError
+from serving.python_backend import batching
+from serving.python_backend.errors import RequestError
 
 
 def test_buckets_cover_up_to_the_limit():

@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from serving import batching
-from serving.errors import RequestError
-from serving.metrics import REASONS
+from serving.python_backend import batching
+from serving.python_backend.errors import RequestError
+from serving.python_backend.metrics import REASONS
 
 VOCAB, MAX_SEQ = 1000, 64
 shapes = st.tuples(st.integers(1, 3), st.integers(0, MAX_SEQ + 8))

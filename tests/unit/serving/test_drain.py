@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
-from serving import admin as admin_module
-from serving.admin import drain_then_stop
+from serving.launcher import admin as admin_module
+from serving.launcher.admin import drain_then_stop
 
 
 class FakeAdmin:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from serving.replicas import FrontDoor, nginx_conf, nginx_rate, read_api_keys, replicas
+from serving.launcher.replicas import FrontDoor, nginx_conf, nginx_rate, read_api_keys, replicas
 
 
 def test_api_keys_file_is_parsed_with_comments(tmp_path):

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from export import config as export_config
-from serving import config as serve_config
+from serving.launcher import config as serve_config
 
 
 def _help(parse_args) -> str:

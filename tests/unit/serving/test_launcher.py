@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from export.repository import file_hashes
-from serving.config import parse_args
-from serving.hardware import cpu_model
-from serving.server import LaunchError, command, read_index, select_models
+from serving.launcher.config import parse_args
+from serving.launcher.server import LaunchError, command, read_index, select_models
+from serving.repository.hardware import cpu_model
 
 
 def _model(repo: Path, name: str, files: dict[str, bytes], **manifest: object) -> None:
@@ -68,7 +68,7 @@ def test_refuses_a_missing_or_unexported_repository(tmp_path):
 
 
 def test_command_binds_loopback_and_enables_summaries(repo, backends):
-    from serving.server import Server
+    from serving.launcher.server import Server
 
     cfg = parse_args(["--repository", str(repo), "--grpc-port", "9001"])
     cmd = command(cfg, Server(Path("/bin/tritonserver"), backends, {}), ["bert"])
@@ -79,7 +79,7 @@ def test_command_binds_loopback_and_enables_summaries(repo, backends):
 
 @pytest.mark.parametrize(("target", "parallel"), [("cpu", "false"), ("cuda", "true"), (None, "false")])
 def test_the_tokenizer_runs_in_parallel_only_beside_a_cuda_bert(repo, monkeypatch, target, parallel):
-    from serving.server import locate
+    from serving.launcher.server import locate
 
     monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
     index = json.loads((repo / "repository.json").read_text())
@@ -105,7 +105,7 @@ def test_a_package_tuned_on_another_processor_loads_with_a_warning(repo, backend
 
 
 def test_a_cpu_repository_asks_tritonserver_for_no_gpu_metrics_or_pinned_pool(backends):
-    from serving.server import Server
+    from serving.launcher.server import Server
 
     cfg = parse_args(["--repository", "repo"])
     server = Server(Path("/bin/tritonserver"), backends, {})

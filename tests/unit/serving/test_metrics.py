@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from serving.metrics import REASONS, ModelMetrics, Recorder
+from serving.python_backend.metrics import REASONS, ModelMetrics, Recorder
 
 
 class FakeMetric:

@@ -17,11 +17,11 @@ import numpy as np
 import torch
 import triton_python_backend_utils as pb_utils
 
-from serving import batching, heap
-from serving.errors import InternalError, RequestError, to_triton_error
-from serving.manifest import read
-from serving.metrics import ModelMetrics
-from serving.runtime import Runtime
+from serving.python_backend import batching, heap
+from serving.python_backend.errors import InternalError, RequestError, to_triton_error
+from serving.python_backend.metrics import ModelMetrics
+from serving.python_backend.runtime import Runtime
+from serving.repository.manifest import read
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 from tokenizers import Tokenizer
 
-from serving import batching, heap
-from serving.errors import RequestError, to_triton_error
-from serving.metrics import ModelMetrics
+from serving.python_backend import batching, heap
+from serving.python_backend.errors import RequestError, to_triton_error
+from serving.python_backend.metrics import ModelMetrics
 
 
 def _truncate_requested(request) -> bool:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from serving.errors import RequestError
+from serving.python_backend.errors import RequestError
 
 PAD_ID = 0
 

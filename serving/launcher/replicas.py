@@ -1,4 +1,4 @@
-"""``python -m serving.replicas``: N tritonservers on one repository behind nginx, balancing gRPC per request.
+"""``python -m serving.launcher.replicas``: N tritonservers on one repository behind nginx, balancing gRPC per request.
 
 gRPC keeps one HTTP/2 connection per client, so balancing per connection would pin a client to one replica;
 nginx's ``grpc_pass`` picks an upstream per call (per HTTP/2 stream). Replica i listens on
@@ -39,61 +39,8 @@ log = logging.getLogger(__name__)
 # Replica i's ports start here (deploy/prometheus/prometheus.yml scrapes the metrics ports of the first four).
 DEFAULT_BASE_PORT = 8100
 
-NGINX_CONF = """\
-worker_processes 1;
-daemon off;
-pid {dir}/nginx.pid;
-error_log stderr warn;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    client_body_temp_path {dir}/body;
-    proxy_temp_path {dir}/proxy;
-    fastcgi_temp_path {dir}/fastcgi;
-    uwsgi_temp_path {dir}/uwsgi;
-    scgi_temp_path {dir}/scgi;
-    client_max_body_size {max_body};
-    map $http_authorization $client {{
-        default "{anonymous}";
-{keys}
-    }}
-    limit_req_zone $client zone=per_client:10m rate={rate};
-    limit_req_status 429;
-    limit_req_log_level warn;
-    upstream grpc_replicas {{
-{grpc_servers}
-        keepalive 64;
-    }}
-    upstream http_replicas {{
-{http_servers}
-        keepalive 64;
-    }}
-    server {{
-        listen {host}:{grpc_port} http2;
-        location / {{
-            if ($client = "") {{ return 401; }}
-            limit_req zone=per_client burst={burst} nodelay;
-            grpc_pass grpc://grpc_replicas;
-            # Only a call that never reached a replica goes to another one (the module docstring says why).
-            grpc_next_upstream error;
-            grpc_next_upstream_tries 2;
-            grpc_read_timeout 30s;
-        }}
-    }}
-    server {{
-        listen {host}:{http_port};
-        location / {{
-            if ($client = "") {{ return 401; }}
-            limit_req zone=per_client burst={burst} nodelay;
-            proxy_pass http://http_replicas;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_next_upstream error;
-            proxy_next_upstream_tries 2;
-        }}
-    }}
-}}
-"""
+# nginx's configuration, filled per start (deploy/nginx/ holds it with the other deployment files).
+NGINX_TEMPLATE = Path(__file__).resolve().parents[2] / "deploy" / "nginx" / "front-door.conf.template"
 
 
 @dataclass(frozen=True)
@@ -151,7 +98,7 @@ def nginx_conf(reps: list[Replica], host: str, http_port: int, grpc_port: int, w
     def servers(port_of) -> str:
         return "\n".join(f"        server 127.0.0.1:{port_of(r)} max_fails=3 fail_timeout=5s;" for r in reps)
 
-    return NGINX_CONF.format(
+    return NGINX_TEMPLATE.read_text().format(
         dir=workdir,
         host=host,
         http_port=http_port,
@@ -177,7 +124,7 @@ def _ready(port: int) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    p = argparse.ArgumentParser(prog="python -m serving.replicas", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m serving.launcher.replicas", description=__doc__.splitlines()[0])
     p.add_argument("--replicas", type=int, default=int(os.environ.get("BERTSERVE_SERVE_REPLICAS", "2")))
     p.add_argument("--repository", default=os.environ.get("BERTSERVE_SERVE_REPOSITORY", "model_repository"))
     p.add_argument("--host", default=os.environ.get("BERTSERVE_SERVE_HOST", "127.0.0.1"))
@@ -209,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if door.api_keys is None and a.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("listening on %s without --api-keys: anyone who reaches it may call the models", a.host)
+    if not NGINX_TEMPLATE.is_file():
+        log.error("%s is missing: the replicas run from a checkout of the project", NGINX_TEMPLATE)
+        return 2
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(nginx).exists():
         log.error("nginx is not installed (Debian package nginx; `make tools` installs it)")

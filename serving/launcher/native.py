@@ -15,7 +15,7 @@ LIBRARY_NAME = f"libtriton_{NAME}.so"
 # BERTSERVE_BACKEND_LIBRARY names another build (the sanitizer build of `make backend-asan`, say).
 LIBRARY = Path(
     os.environ.get(
-        "BERTSERVE_BACKEND_LIBRARY", Path(__file__).resolve().parent.parent / "build" / "backend" / LIBRARY_NAME
+        "BERTSERVE_BACKEND_LIBRARY", Path(__file__).resolve().parents[2] / "build" / "backend" / LIBRARY_NAME
     )
 )
 # The runtimes the backend can load (the manifest names one); an ExportedProgram needs Python.

@@ -18,10 +18,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from serving import hardware, native
-from serving.admin import STOP_GRACE_S, Admin, drain_then_stop
-from serving.config import RESTRICTED, ServeConfig
-from serving.manifest import REPOSITORY_INDEX, VerificationError, read, verify
+from serving.launcher import native
+from serving.launcher.admin import STOP_GRACE_S, Admin, drain_then_stop
+from serving.launcher.config import RESTRICTED, ServeConfig
+from serving.repository import hardware
+from serving.repository.manifest import REPOSITORY_INDEX, VerificationError, read, verify
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 log = logging.getLogger(__name__)

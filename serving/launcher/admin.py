@@ -8,7 +8,7 @@ import subprocess
 import time
 import urllib.request
 
-from serving.config import ServeConfig
+from serving.launcher.config import ServeConfig
 
 log = logging.getLogger(__name__)
 

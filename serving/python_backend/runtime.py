@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from export.artifacts import load_module
-from serving.manifest import verify
+from serving.repository.artifacts import load_module
+from serving.repository.manifest import verify
 
 log = logging.getLogger(__name__)
 
