@@ -236,8 +236,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     procs = []
     for r in reps:
-        cmd = [sys.executable, "-m", "serving", "--repository", str(a.repository), "--http-port", str(r.http_port),
-               "--grpc-port", str(r.grpc_port), "--metrics-port", str(r.metrics_port)]  # fmt: skip
+        # The replicas inherit the BERTSERVE_SERVE_* variables; they stay on loopback whatever HOST says (nginx's).
+        cmd = [sys.executable, "-m", "serving", "--repository", str(a.repository), "--host", "127.0.0.1",
+               "--http-port", str(r.http_port), "--grpc-port", str(r.grpc_port),
+               "--metrics-port", str(r.metrics_port)]  # fmt: skip
         procs.append(subprocess.Popen(cmd))
     deadline = time.monotonic() + a.ready_timeout_s
     while not all(_ready(r.http_port) for r in reps):
