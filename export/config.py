@@ -1,45 +1,92 @@
-"""The export step's configuration: one frozen dataclass, BERTSERVE_EXPORT_* env defaults, a thin CLI."""
+"""The export step's configuration: one frozen dataclass, BERTSERVE_EXPORT_* env defaults, a thin CLI
+(serving.options)."""
 
 from __future__ import annotations
 
-import argparse
-import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from export.errors import ConfigError
 from export.model_configs import QUEUE_TIMEOUT_US
+from serving import options
+from serving.options import option
 
 PRECISIONS = ("fp32", "fp16", "int8")
 TARGETS = ("cpu", "cuda")
 ENCODER_BACKENDS = ("native", "python")
 ENV_PREFIX = "BERTSERVE_EXPORT_"
+DEFAULT_PRECISIONS = {"cpu": ("fp32", "int8"), "cuda": ("fp16", "fp32")}
 
 
 @dataclass(frozen=True)
 class ExportConfig:
-    model: str = "minilm"
-    target: str = "cpu"
-    precisions: tuple[str, ...] = ("fp32", "int8")
-    max_batch: int = 32
-    max_seq: int | None = None  # None: the checkpoint's own max_seq_length, else 128
-    output: Path = Path("model_repository")
-    int8_recipe: str | None = None  # None: try every recipe, fastest first; ship the first that passes
-    instances: int = 1
-    max_queue_delay_us: int = 500
-    max_queue_size: int | None = None  # None: two full batches
-    queue_timeout_us: int = QUEUE_TIMEOUT_US  # longest wait in a model's queue before UNAVAILABLE
-    shedding: bool = True  # False: no queue policy at all (unbounded queues; see model_configs.QueuePolicy)
-    gelu_epilogue: bool = True  # fp16 (CUDA): the FFN GELU inside its GEMM (export.fusion)
-    skip: frozenset[str] = field(default_factory=frozenset)  # artifact paths not to build (e.g. {"onnx"})
-    execution_env: Path | None = None  # the Python environment the backend stubs run in; None: this one
-    # native: the encoder models run in the C++ backend inside tritonserver (backend/); python: in a backend stub
-    encoder_backend: str = "native"
-    threads: int = 0  # intra-op threads per encoder instance; 0: the CPUs the server process may use
-    serve: str | None = None  # the precision bert serves; None: export.serving_choice's rule
-    # AOTInductor packages tuned with Inductor's max-autotune for this machine; None: on for the CPU (measured to pay
-    # there, docs/PERFORMANCE.md), off for CUDA (its tuning time at dynamic shapes is not measured yet)
-    autotune: bool | None = None
+    model: str = option(
+        "minilm",
+        "minilm (packaged all-MiniLM-L6-v2), bert-base (BertConfig() shape, seeded weights) "
+        "or a local Hugging Face BERT directory",
+    )
+    target: str = option("cpu", "cpu or cuda")
+    precisions: tuple[str, ...] = option(
+        (),
+        "comma-separated, from fp32,fp16,int8 (empty: by target)",
+        flag="--precision",
+        shown=f"{','.join(DEFAULT_PRECISIONS['cpu'])} on cpu; {','.join(DEFAULT_PRECISIONS['cuda'])} on cuda",
+    )
+    max_batch: int = option(32, "largest batch a model takes")
+    max_seq: int | None = option(None, "longest sequence in tokens", shown="the checkpoint's max_seq_length, else 128")
+    output: Path = option(Path("model_repository"), "the model repository to write")
+    int8_recipe: str | None = option(
+        None, "force one int8 recipe", shown="every recipe, fastest first; the first that passes the gate ships"
+    )
+    instances: int = option(1, "Triton instance count per model")
+    max_queue_delay_us: int = option(
+        500,
+        "longest a request waits in the dynamic batcher for others to join its batch (0: never waits); the "
+        "Python tokenizer and a Python encoder (the native models batch what queues during a forward)",
+    )
+    max_queue_size: int | None = option(
+        None, "requests that may wait per model before REJECT", shown="two full batches (2 x --max-batch)"
+    )
+    queue_timeout_us: int = option(
+        QUEUE_TIMEOUT_US, "longest wait in a model's queue before REJECT (UNAVAILABLE); clients may ask for less"
+    )
+    shedding: bool = option(
+        True,
+        "a queue policy: REJECT past --max-queue-size or --queue-timeout-us; --no-shedding: none (unbounded "
+        "queues; with one instance a model then never waits the batcher's 500 ms poll, see docs/PERFORMANCE.md)",
+    )
+    gelu_epilogue: bool = option(
+        True,
+        "fp16: the FFN's GELU inside its GEMM as cuBLASLt's epilogue (tanh GELU; export/fusion.py); "
+        "--no-gelu-epilogue keeps the exact GELU as a kernel of its own",
+    )
+    skip: frozenset[str] = option(frozenset(), "comma-separated artifact paths not to build: onnx,torchscript")
+    execution_env: Path | None = option(
+        None, "Python environment (a venv directory) the server's backend stubs run in", shown="this one"
+    )
+    encoder_backend: str = option(
+        "native",
+        "native: the encoder models run in the C++ backend inside tritonserver (backend/); "
+        "python: in a Python-backend stub process",
+    )
+    threads: int = option(
+        0,
+        "intra-op threads per encoder instance (0: the CPUs the server process may use, affinity and cgroup quota)",
+    )
+    serve: str | None = option(
+        None,
+        "the precision bert serves",
+        shown="the lowest that passed its gate, unless another measured 10% faster at batch 1; "
+        "see export/serving_choice.py",
+    )
+    # None: on for the CPU (measured to pay there, docs/PERFORMANCE.md), off for CUDA (its tuning time at dynamic
+    # shapes is not measured yet)
+    autotune: bool | None = option(
+        None,
+        "compile the AOTInductor packages with Inductor's max-autotune for this machine (C++ GEMM templates "
+        "against oneDNN / MKL on the CPU, Triton templates against cuBLAS on CUDA; export/autotune.py)",
+        shown="on for the CPU, off for CUDA",
+    )
 
     @property
     def tuned(self) -> bool:
@@ -52,12 +99,12 @@ class ExportConfig:
             raise ConfigError(
                 f"unknown encoder backend {self.encoder_backend!r}; choose from {', '.join(ENCODER_BACKENDS)}"
             )
+        if not self.precisions:
+            object.__setattr__(self, "precisions", DEFAULT_PRECISIONS[self.target])
         self._check_precisions()
         self._check_limits()
 
     def _check_precisions(self) -> None:
-        if not self.precisions:
-            raise ConfigError("no precision given")
         for p in self.precisions:
             if p not in PRECISIONS:
                 raise ConfigError(f"unknown precision {p!r}; choose from {', '.join(PRECISIONS)}")
@@ -92,147 +139,14 @@ class ExportConfig:
             raise ConfigError(f"--threads must be 0 (the usable CPUs) or more, got {self.threads}")
 
 
-def _env(name: str, default: str | None) -> str | None:
-    return os.environ.get(ENV_PREFIX + name, default)
-
-
-def _env_flag(name: str, default: bool | None) -> bool | None:
-    """A boolean option's environment variable: 0, false, no or off turn it off; anything else on."""
-    value = _env(name, None)
-    return default if value is None else value.strip().lower() not in ("0", "false", "no", "off")
-
-
 def parse_args(argv: list[str] | None = None) -> ExportConfig:
-    d = ExportConfig.__dataclass_fields__
-    p = argparse.ArgumentParser(
+    """Raises ConfigError on an invalid option or variable."""
+    return options.parse(
+        ExportConfig,
+        argv,
+        prefix=ENV_PREFIX,
         prog="python -m export",
         description="Export a BERT checkpoint into a Triton model repository "
         "(torch.export, AOTInductor, TorchScript, ONNX; fp32/fp16/int8, each gated on accuracy).",
-    )
-    p.add_argument(
-        "--model",
-        default=_env("MODEL", d["model"].default),
-        help="minilm (packaged all-MiniLM-L6-v2), bert-base (BertConfig() shape, seeded weights) "
-        "or a local Hugging Face BERT directory",
-    )
-    p.add_argument("--target", default=_env("TARGET", d["target"].default), help="cpu or cuda")
-    p.add_argument(
-        "--precision",
-        default=_env("PRECISION", None),
-        help="comma-separated, from fp32,fp16,int8 (default: fp32,int8 on cpu; fp16,fp32 on cuda)",
-    )
-    p.add_argument("--max-batch", type=int, default=int(_env("MAX_BATCH", str(d["max_batch"].default))))
-    p.add_argument(
-        "--max-seq",
-        type=int,
-        default=_env("MAX_SEQ", None),
-        help="default: the checkpoint's sentence-transformers max_seq_length, else 128",
-    )
-    p.add_argument("--output", type=Path, default=Path(_env("OUTPUT", str(d["output"].default))))
-    p.add_argument(
-        "--int8-recipe",
-        default=_env("INT8_RECIPE", None),
-        help="force one int8 recipe (default: the fastest that passes the gate)",
-    )
-    p.add_argument("--instances", type=int, default=int(_env("INSTANCES", "1")), help="Triton instance count per model")
-    p.add_argument(
-        "--max-queue-delay-us",
-        type=int,
-        default=int(_env("MAX_QUEUE_DELAY_US", str(d["max_queue_delay_us"].default))),
-        help="longest a request waits in the dynamic batcher for others to join its batch (0: never waits); the "
-        "Python tokenizer and a Python encoder (the native models batch what queues during a forward)",
-    )
-    p.add_argument(
-        "--max-queue-size",
-        type=int,
-        default=_env("MAX_QUEUE_SIZE", None),
-        help="requests that may wait per model before REJECT (default: 2 x max batch)",
-    )
-    p.add_argument(
-        "--queue-timeout-us",
-        type=int,
-        default=int(_env("QUEUE_TIMEOUT_US", str(d["queue_timeout_us"].default))),
-        help="longest wait in a model's queue before REJECT; clients may ask for less",
-    )
-    p.add_argument(
-        "--no-shedding",
-        dest="shedding",
-        action="store_false",
-        default=_env_flag("SHEDDING", True),
-        help="no queue policy (no REJECT, unbounded queues): with one instance a model then never waits the "
-        "batcher's 500 ms poll (see docs/PERFORMANCE.md)",
-    )
-    p.add_argument(
-        "--no-gelu-epilogue",
-        dest="gelu_epilogue",
-        action="store_false",
-        default=_env_flag("GELU_EPILOGUE", True),
-        help="fp16: keep the FFN's exact GELU as a kernel of its own instead of cuBLASLt's GEMM epilogue "
-        "(tanh GELU; see export/fusion.py)",
-    )
-    p.add_argument(
-        "--skip",
-        default=_env("SKIP", ""),
-        help="comma-separated artifact paths not to build: onnx,torchscript",
-    )
-    p.add_argument(
-        "--execution-env",
-        type=Path,
-        default=_env("EXECUTION_ENV", "") or None,
-        help="Python environment (a venv directory) the server's backend stubs run in (default: this one)",
-    )
-    p.add_argument(
-        "--encoder-backend",
-        default=_env("ENCODER_BACKEND", d["encoder_backend"].default),
-        help="native: the encoder models run in the C++ backend inside tritonserver (backend/); "
-        "python: in a Python-backend stub process",
-    )
-    p.add_argument(
-        "--threads",
-        type=int,
-        default=int(_env("THREADS", "0")),
-        help="intra-op threads per encoder instance (0: the CPUs the server process may use, affinity and cgroup quota)",
-    )
-    p.add_argument(
-        "--serve",
-        default=_env("SERVE", None),
-        help="the precision bert serves (default: the lowest that passed its gate, unless another measured 10%% "
-        "faster at batch 1; see export/serving_choice.py)",
-    )
-    p.add_argument(
-        "--autotune",
-        action=argparse.BooleanOptionalAction,
-        default=_env_flag("AUTOTUNE", None),
-        help="compile the AOTInductor packages with Inductor's max-autotune for this machine (C++ GEMM templates "
-        "against oneDNN / MKL on the CPU, Triton templates against cuBLAS on CUDA; export/autotune.py). "
-        "Default: on for the CPU, off for CUDA",
-    )
-    for action in p._actions:  # every option names the variable that sets it
-        if action.option_strings and action.dest != "help":
-            action.help = f"{action.help or ''} (env {ENV_PREFIX}{action.dest.upper()})".strip()
-    a = p.parse_args(argv)
-    if a.precision:
-        precisions = tuple(s.strip() for s in a.precision.split(",") if s.strip())
-    else:
-        precisions = ("fp32", "int8") if a.target == "cpu" else ("fp16", "fp32")
-    return ExportConfig(
-        model=a.model,
-        target=a.target,
-        precisions=precisions,
-        max_batch=a.max_batch,
-        max_seq=int(a.max_seq) if a.max_seq is not None else None,
-        output=a.output,
-        int8_recipe=a.int8_recipe,
-        instances=a.instances,
-        max_queue_delay_us=a.max_queue_delay_us,
-        max_queue_size=int(a.max_queue_size) if a.max_queue_size is not None else None,
-        queue_timeout_us=a.queue_timeout_us,
-        shedding=a.shedding,
-        gelu_epilogue=a.gelu_epilogue,
-        skip=frozenset(s.strip() for s in a.skip.split(",") if s.strip()),
-        execution_env=a.execution_env,
-        encoder_backend=a.encoder_backend,
-        threads=a.threads,
-        serve=a.serve or None,
-        autotune=a.autotune,
+        error=ConfigError,
     )

@@ -1,16 +1,18 @@
-"""The load tester's one configuration object: defaults, LOADTEST_* environment overrides, a thin CLI."""
+"""The load tester's one configuration object: defaults, BERTSERVE_LOADTEST_* environment overrides, a thin CLI
+(serving.options)."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ENV_PREFIX = "LOADTEST_"
+from serving import options
+from serving.options import option
+
+ENV_PREFIX = "BERTSERVE_LOADTEST_"
 DEFAULT_CONCURRENCY = (1, 2, 4, 8, 16, 32, 64)
 
 
@@ -19,61 +21,47 @@ class ConfigError(ValueError):
 
 
 def int_list(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in text.split(",") if x.strip())
-
-
-def float_list(text: str) -> tuple[float, ...]:
-    return tuple(float(x) for x in text.split(",") if x.strip())
-
-
-def boolean(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"not a boolean: {text!r}")
-
-
-def optional_path(text: str) -> Path | None:
-    return Path(text) if text else None
+    """Comma-separated integers, as --concurrency takes them."""
+    return options.value(tuple[int, ...], text)
 
 
 @dataclass(frozen=True)
 class LoadTestConfig:
     """Everything one load-test run needs. Latencies in milliseconds, durations in seconds."""
 
-    url: str = "127.0.0.1:8001"
-    protocol: str = "grpc"
-    model: str = "embed"
-    mode: str = "closed"
-    concurrency: tuple[int, ...] = DEFAULT_CONCURRENCY
-    rates: tuple[float, ...] = (50.0, 100.0, 200.0)
-    arrival: str = "poisson"
-    duration_s: float = 10.0
-    requests: int = 0
-    warmup_s: float = 2.0
-    request_timeout_s: float = 10.0
-    ready_timeout_s: float = 10.0
-    max_inflight: int = 1024
-    budget_ms: float = 10.0
-    slo_percentiles: tuple[float, ...] = (50.0, 99.0)
-    max_error_rate: float = 0.0
-    find_max: bool = False
-    find_max_percentile: float = 99.0
-    find_max_limit: float = 256.0
-    find_max_probes: int = 10
-    payload: str = "corpus"
-    token_length: int = 16
-    corpus: Path | None = None
-    tokenizer: Path | None = None
-    pool_size: int = 512
-    seed: int = 0
-    metrics_port: int = 9108
-    metrics_address: str = "127.0.0.1"
-    output_dir: Path = Path("reports/loadtest")
-    plot: bool = True
-    progress: bool = True
+    url: str = option("127.0.0.1:8001", "server address host:port (gRPC 8001, HTTP 8000)")
+    protocol: str = option("grpc", "grpc or http")
+    model: str = option("embed", "the model every request calls")
+    mode: str = option("closed", "closed (fixed concurrency) or open (arrival rate)")
+    concurrency: tuple[int, ...] = option(DEFAULT_CONCURRENCY, "closed-loop sweep, comma-separated")
+    rates: tuple[float, ...] = option((50.0, 100.0, 200.0), "open-loop sweep in requests/s, comma-separated")
+    arrival: str = option("poisson", "open loop's arrival process: poisson or constant")
+    duration_s: float = option(10.0, "measurement window per step (0: --requests only)")
+    requests: int = option(0, "stop a step after this many requests (0: duration only)")
+    warmup_s: float = option(2.0, "uncounted traffic before measuring (0: none)")
+    request_timeout_s: float = option(10.0, "how long one request may take before it counts as timed out")
+    ready_timeout_s: float = option(10.0, "how long to wait for the server and model to be ready")
+    max_inflight: int = option(1024, "open loop: most requests in flight at once")
+    budget_ms: float = option(10.0, "latency budget the SLO percentiles are judged against")
+    slo_percentiles: tuple[float, ...] = option((50.0, 99.0), "percentiles that must stay within the budget")
+    max_error_rate: float = option(0.0, "highest share of failed requests a step may have and pass")
+    find_max: bool = option(False, "search the highest load whose --find-max-percentile stays within budget")
+    find_max_percentile: float = option(99.0, "the percentile --find-max holds within the budget")
+    find_max_limit: float = option(256.0, "highest load --find-max probes")
+    find_max_probes: int = option(10, "most steps --find-max measures")
+    payload: str = option("corpus", "corpus (shipped sentences) or fixed (--token-length tokens)")
+    token_length: int = option(16, "tokens per text with --payload fixed")
+    corpus: Path | None = option(None, "a file of sentences, one a line (# comments)", shown="loadtest/data/corpus.txt")
+    tokenizer: Path | None = option(
+        None, "tokenizer.json that measures --payload fixed texts", shown="the packaged checkpoint's, if installed"
+    )
+    pool_size: int = option(512, "distinct payloads, cycled through in a seeded order")
+    seed: int = option(0, "seed of the payload order and open-loop arrivals")
+    metrics_port: int = option(9108, "port of the tester's own Prometheus metrics (0 disables)")
+    metrics_address: str = option("127.0.0.1", "address the tester's metrics bind to")
+    output_dir: Path = option(Path("reports/loadtest"), "where the JSON, CSV and plot go")
+    plot: bool = option(True, "write a latency plot (PNG) beside the JSON and CSV")
+    progress: bool = option(True, "show a progress bar per step (on a terminal)")
 
     def __post_init__(self) -> None:
         _check(self.protocol in ("grpc", "http"), "protocol must be grpc or http")
@@ -111,89 +99,15 @@ def _check(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
-_PARSERS: dict[str, Callable[[str], Any]] = {
-    "concurrency": int_list,
-    "rates": float_list,
-    "slo_percentiles": float_list,
-    "corpus": optional_path,
-    "tokenizer": optional_path,
-    "output_dir": Path,
-    "find_max": boolean,
-    "plot": boolean,
-    "progress": boolean,
-}
-
-
-def _parser_for(f: dataclasses.Field[Any]) -> Callable[[str], Any]:
-    if f.name in _PARSERS:
-        return _PARSERS[f.name]
-    default = f.default
-    if isinstance(default, bool):
-        return boolean
-    return type(default) if isinstance(default, int | float) else str
-
-
-def _fields() -> list[dataclasses.Field[Any]]:
-    return list(dataclasses.fields(LoadTestConfig))
-
-
-def from_env(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Overrides taken from LOADTEST_<FIELD> variables, e.g. LOADTEST_BUDGET_MS=5."""
-    env = os.environ if env is None else env
-    overrides: dict[str, Any] = {}
-    for f in _fields():
-        raw = env.get(ENV_PREFIX + f.name.upper())
-        if raw is None:
-            continue
-        try:
-            overrides[f.name] = _parser_for(f)(raw)
-        except ValueError as exc:
-            raise ConfigError(f"{ENV_PREFIX}{f.name.upper()}={raw!r}: {exc}") from exc
-    return overrides
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def load_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> LoadTestConfig:
+    """Command line, then environment, then defaults. Raises ConfigError; argparse exits 2 on bad flags."""
+    return options.parse(
+        LoadTestConfig,
+        argv,
+        prefix=ENV_PREFIX,
         prog="python -m loadtest",
         description="Load-test the Triton embedding service and judge p50/p99 against a latency budget. "
-        "Every option can also be set as LOADTEST_<OPTION> (e.g. LOADTEST_BUDGET_MS=5). "
         "Exit 0: SLO met, 1: breached, 2: could not run.",
+        env=env,
+        error=ConfigError,
     )
-    helps = {
-        "url": "server address host:port (gRPC 8001, HTTP 8000)",
-        "mode": "closed (fixed concurrency) or open (arrival rate)",
-        "concurrency": "closed-loop sweep, comma separated",
-        "rates": "open-loop sweep in requests/s, comma separated",
-        "duration_s": "measurement window per step",
-        "requests": "stop a step after this many requests (0: duration only)",
-        "budget_ms": "latency budget the SLO percentiles are judged against",
-        "slo_percentiles": "percentiles that must stay within the budget",
-        "find_max": "search the highest load whose --find-max-percentile stays within budget",
-        "payload": "corpus (shipped sentences) or fixed (--token-length tokens)",
-        "metrics_port": "port of the tester's own Prometheus metrics (0 disables)",
-    }
-    defaults = LoadTestConfig()
-    for f in _fields():
-        flag = "--" + f.name.replace("_", "-")
-        default = getattr(defaults, f.name)
-        shown = ",".join(str(x) for x in default) if isinstance(default, tuple) else default
-        parser.add_argument(
-            flag,
-            dest=f.name,
-            type=_parser_for(f),
-            default=None,
-            metavar=f.name.upper(),
-            help=f"{helps.get(f.name, f.name.replace('_', ' '))} (default: {shown})",
-        )
-    return parser
-
-
-def load_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> LoadTestConfig:
-    """Defaults, then environment, then command line. Raises ConfigError; argparse exits 2 on bad flags."""
-    values = from_env(env)
-    args = build_parser().parse_args(argv)
-    values.update({k: v for k, v in vars(args).items() if v is not None})
-    try:
-        return LoadTestConfig(**values)
-    except TypeError as exc:
-        raise ConfigError(str(exc)) from exc

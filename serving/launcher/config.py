@@ -1,11 +1,13 @@
-"""The server launcher's configuration: one frozen dataclass, BERTSERVE_SERVE_* env defaults, a thin CLI."""
+"""The server launcher's configuration: one frozen dataclass, BERTSERVE_SERVE_* env defaults, a thin CLI
+(serving.options)."""
 
 from __future__ import annotations
 
-import argparse
-import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
+
+from serving import options
+from serving.options import option
 
 ENV_PREFIX = "BERTSERVE_SERVE_"
 
@@ -18,28 +20,41 @@ GRPC_HEADER_PREFIX = "triton-grpc-protocol-"
 
 @dataclass(frozen=True)
 class ServeConfig:
-    repository: Path = Path("model_repository")
-    host: str = "127.0.0.1"
-    http_port: int = 8000
-    grpc_port: int = 8001
-    metrics_port: int = 8002
-    tritonserver: str = ""  # empty: a tritonserver on PATH, else the one bundled in the pytriton wheel
-    exit_timeout_s: int = 30  # how long SIGTERM / Ctrl-C waits for in-flight requests
-    # gRPC connections are closed (GOAWAY) after this long, so that long-lived clients resolve the Service's
-    # addresses again and reach replicas added since they connected; calls in flight get the grace to finish.
-    # 0: connections live for ever (tritonserver's default).
-    grpc_max_connection_age_s: int = 60
-    grpc_max_connection_age_grace_s: int = 30
-    log_verbose: int = 0
-    # Header that carries the admin key on model-repository, trace and logging calls (gRPC metadata is lower case).
-    admin_header: str = "bertserve-admin-key"
-    # The admin key; empty: a random one per start, known to no one, so those APIs are closed. Never logged.
-    admin_key: str = field(default="", repr=False)
-    grpc_use_ssl: bool = False  # TLS on gRPC with grpc_server_cert / grpc_server_key (PEM files)
-    grpc_ssl_mutual: bool = False  # mutual TLS: clients must present a certificate signed by grpc_root_cert
-    grpc_server_cert: str = ""
-    grpc_server_key: str = ""
-    grpc_root_cert: str = ""
+    repository: Path = option(
+        Path("model_repository"), "the exported model repository (make export writes model_repository/)"
+    )
+    host: str = option(
+        "127.0.0.1", "address the HTTP, gRPC and metrics endpoints bind to (0.0.0.0 exposes them; see README)"
+    )
+    http_port: int = option(8000, "HTTP/REST endpoint (KServe v2 protocol)")
+    grpc_port: int = option(8001, "gRPC endpoint")
+    metrics_port: int = option(8002, "Prometheus metrics endpoint (Triton's and the bertserve_* families)")
+    tritonserver: str = option(
+        "", "the tritonserver binary", shown="a tritonserver on PATH, else the one bundled in the pytriton wheel"
+    )
+    exit_timeout_s: int = option(30, "how long SIGTERM / Ctrl-C waits for in-flight requests before tritonserver stops")
+    grpc_max_connection_age_s: int = option(
+        60,
+        "gRPC connections are closed (GOAWAY) after this long, so long-lived clients resolve the Service again and "
+        "reach new replicas (0: never, tritonserver's default)",
+    )
+    grpc_max_connection_age_grace_s: int = option(30, "how long calls in flight on an aged connection may still take")
+    log_verbose: int = option(0, "tritonserver's --log-verbose level")
+    admin_header: str = option(
+        "bertserve-admin-key",
+        "header that carries the admin key on model-repository, trace and logging calls (gRPC metadata: lower case)",
+    )
+    admin_key: str = option(
+        "",
+        "the admin key for those calls (a random one, known to no one, closes those APIs; never logged)",
+        shown="random per start",
+        repr=False,
+    )
+    grpc_use_ssl: bool = option(False, "TLS on gRPC with --grpc-server-cert and --grpc-server-key (PEM files)")
+    grpc_ssl_mutual: bool = option(False, "mutual TLS: clients present a certificate signed by --grpc-root-cert")
+    grpc_server_cert: str = option("", "the server's certificate (PEM) for gRPC TLS")
+    grpc_server_key: str = option("", "the server's private key (PEM) for gRPC TLS")
+    grpc_root_cert: str = option("", "the CA (PEM) that signs client certificates, for mutual TLS")
 
     def __post_init__(self) -> None:
         if not self.admin_header or self.admin_header != self.admin_header.lower() or ":" in self.admin_header:
@@ -67,54 +82,12 @@ class ServeConfig:
         return self.host in LOOPBACK
 
 
-def _bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off", ""):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-HELP = {
-    "repository": "the exported model repository (make export writes model_repository/)",
-    "host": "address the HTTP, gRPC and metrics endpoints bind to (0.0.0.0 exposes them; see README)",
-    "http_port": "HTTP/REST endpoint (KServe v2 protocol)",
-    "grpc_port": "gRPC endpoint",
-    "metrics_port": "Prometheus metrics endpoint (Triton's and the bertserve_* families)",
-    "tritonserver": "the tritonserver binary (empty: one on PATH, else the one bundled in the pytriton wheel)",
-    "exit_timeout_s": "how long SIGTERM / Ctrl-C waits for in-flight requests before tritonserver stops",
-    "grpc_max_connection_age_s": "gRPC connections are closed (GOAWAY) after this long, so long-lived clients "
-    "resolve the Service again and reach new replicas (0: never)",
-    "grpc_max_connection_age_grace_s": "how long calls in flight on an aged connection may still take",
-    "log_verbose": "tritonserver's --log-verbose level",
-    "admin_header": "header that carries the admin key on model-repository, trace and logging calls",
-    "admin_key": "the admin key for those calls (empty: random per start, so the APIs are closed; never logged)",
-    "grpc_use_ssl": "TLS on gRPC with --grpc-server-cert and --grpc-server-key (PEM files)",
-    "grpc_ssl_mutual": "mutual TLS: clients present a certificate signed by --grpc-root-cert",
-    "grpc_server_cert": "the server's certificate (PEM) for gRPC TLS",
-    "grpc_server_key": "the server's private key (PEM) for gRPC TLS",
-    "grpc_root_cert": "the CA (PEM) that signs client certificates, for mutual TLS",
-}
-
-
 def parse_args(argv: list[str] | None = None) -> ServeConfig:
-    p = argparse.ArgumentParser(
+    """Exits with argparse's message (status 2) on an invalid option or variable."""
+    return options.parse(
+        ServeConfig,
+        argv,
+        prefix=ENV_PREFIX,
         prog="python -m serving",
-        description="Serve the exported repository on tritonserver. Every option can also be set as "
-        f"{ENV_PREFIX}<OPTION>; the command line wins.",
+        description="Serve the exported repository on tritonserver.",
     )
-    for f in fields(ServeConfig):
-        env = ENV_PREFIX + f.name.upper()
-        default = os.environ.get(env, str(f.default))
-        kind = {"int": int, int: int, "bool": _bool, bool: _bool}.get(f.type, str)
-        shown = "random per start" if f.name == "admin_key" else (str(f.default) or "none")
-        help_text = f"{HELP[f.name]} (default: {shown}; env {env})".replace("%", "%%")
-        p.add_argument("--" + f.name.replace("_", "-"), type=kind, default=kind(default), help=help_text)
-    a = vars(p.parse_args(argv))
-    a["repository"] = Path(a["repository"])
-    try:
-        return ServeConfig(**a)
-    except ValueError as e:
-        p.error(str(e))
-        raise

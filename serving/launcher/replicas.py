@@ -20,9 +20,7 @@ would take every replica out in turn. nginx's warnings (a replica taken out, no 
 
 from __future__ import annotations
 
-import argparse
 import logging
-import os
 import re
 import shutil
 import signal
@@ -33,6 +31,10 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from serving import options
+from serving.launcher.config import ENV_PREFIX, LOOPBACK, ServeConfig
+from serving.options import option
 
 log = logging.getLogger(__name__)
 
@@ -122,39 +124,49 @@ def _ready(port: int) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class ReplicasConfig:
+    """`make serve REPLICAS=N`: its options share the BERTSERVE_SERVE_ family with one server's."""
+
+    replicas: int = option(2, "tritonservers to start, each on its own ports from --base-port")
+    repository: Path = option(ServeConfig.repository, "the exported model repository every replica serves")
+    host: str = option(ServeConfig.host, "address nginx's front ports bind to (0.0.0.0 exposes them; see README)")
+    http_port: int = option(ServeConfig.http_port, "nginx's HTTP front port")
+    grpc_port: int = option(ServeConfig.grpc_port, "nginx's gRPC front port")
+    base_port: int = option(DEFAULT_BASE_PORT, "replica i listens on base + 10*i (HTTP), +1 (gRPC), +2 (metrics)")
+    ready_timeout_s: float = option(180.0, "how long the replicas may take to become ready")
+    api_keys: Path | None = option(
+        None, "file of 'client-name key' lines; calls then need 'authorization: Bearer <key>'", shown="no keys"
+    )
+    rate: float = option(FrontDoor.rate, "requests/s per client (key name, else address)")
+    burst: int = option(FrontDoor.burst, "requests per client beyond --rate that are let through at once")
+    max_body: str = option(FrontDoor.max_body, "largest request body nginx takes (nginx size: 4m is 4 MiB)")
+
+    def __post_init__(self) -> None:
+        if self.replicas < 1:
+            raise ValueError(f"--replicas must be at least 1, got {self.replicas}")
+
+
+def parse_args(argv: list[str] | None = None) -> ReplicasConfig:
+    """Exits with argparse's message (status 2) on an invalid option or variable."""
+    return options.parse(
+        ReplicasConfig,
+        argv,
+        prefix=ENV_PREFIX,
+        prog="python -m serving.launcher.replicas",
+        description=__doc__.splitlines()[0].split(": ", 1)[1],
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    p = argparse.ArgumentParser(prog="python -m serving.launcher.replicas", description=__doc__.splitlines()[0])
-    p.add_argument("--replicas", type=int, default=int(os.environ.get("BERTSERVE_SERVE_REPLICAS", "2")))
-    p.add_argument("--repository", default=os.environ.get("BERTSERVE_SERVE_REPOSITORY", "model_repository"))
-    p.add_argument("--host", default=os.environ.get("BERTSERVE_SERVE_HOST", "127.0.0.1"))
-    p.add_argument("--http-port", type=int, default=int(os.environ.get("BERTSERVE_SERVE_HTTP_PORT", "8000")))
-    p.add_argument("--grpc-port", type=int, default=int(os.environ.get("BERTSERVE_SERVE_GRPC_PORT", "8001")))
-    p.add_argument(
-        "--base-port", type=int, default=int(os.environ.get("BERTSERVE_SERVE_BASE_PORT", str(DEFAULT_BASE_PORT)))
-    )
-    p.add_argument("--ready-timeout-s", type=float, default=180)
-    p.add_argument(
-        "--api-keys",
-        type=Path,
-        default=os.environ.get("BERTSERVE_PROXY_API_KEYS"),
-        help="file of 'client-name key' lines; calls then need 'authorization: Bearer <key>'",
-    )
-    p.add_argument(
-        "--rate",
-        type=float,
-        default=float(os.environ.get("BERTSERVE_PROXY_RATE", "1000")),
-        help="requests/s per client (key name, else address)",
-    )
-    p.add_argument("--burst", type=int, default=int(os.environ.get("BERTSERVE_PROXY_BURST", "200")))
-    p.add_argument("--max-body", default=os.environ.get("BERTSERVE_PROXY_MAX_BODY", "4m"))
-    a = p.parse_args(argv)
+    a = parse_args(argv)
     try:
         door = FrontDoor(read_api_keys(a.api_keys) if a.api_keys else None, a.rate, a.burst, a.max_body)
     except (OSError, ValueError) as e:
         log.error("front door: %s", e)
         return 2
-    if door.api_keys is None and a.host not in ("127.0.0.1", "localhost", "::1"):
+    if door.api_keys is None and a.host not in LOOPBACK:
         log.warning("listening on %s without --api-keys: anyone who reaches it may call the models", a.host)
     if not NGINX_TEMPLATE.is_file():
         log.error("%s is missing: the replicas run from a checkout of the project", NGINX_TEMPLATE)
@@ -174,8 +186,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     procs = []
     for r in reps:
-        cmd = [sys.executable, "-m", "serving", "--repository", a.repository, "--http-port", str(r.http_port),
-               "--grpc-port", str(r.grpc_port), "--metrics-port", str(r.metrics_port)]  # fmt: skip
+        # The replicas inherit the BERTSERVE_SERVE_* variables; they stay on loopback whatever HOST says (nginx's).
+        cmd = [sys.executable, "-m", "serving", "--repository", str(a.repository), "--host", "127.0.0.1",
+               "--http-port", str(r.http_port), "--grpc-port", str(r.grpc_port),
+               "--metrics-port", str(r.metrics_port)]  # fmt: skip
         procs.append(subprocess.Popen(cmd))
     deadline = time.monotonic() + a.ready_timeout_s
     while not all(_ready(r.http_port) for r in reps):

@@ -15,7 +15,7 @@ from loadtest.__main__ import main
 
 pytestmark = pytest.mark.integration
 
-SHORT = ["--duration-s", "2", "--warmup-s", "1", "--metrics-port", "0", "--progress", "false"]
+SHORT = ["--duration-s", "2", "--warmup-s", "1", "--metrics-port", "0", "--no-progress"]
 
 
 def free_port() -> int:
@@ -125,8 +125,7 @@ def test_own_metrics_are_served(triton_server: Any, tmp_path: Path) -> None:
                 *SHORT[:4],
                 "--metrics-port",
                 str(port),
-                "--progress",
-                "false",
+                "--no-progress",
             ]
         )
     assert code == EXIT_MET and scraped

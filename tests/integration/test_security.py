@@ -114,7 +114,6 @@ def test_grpc_tls_serves_encrypted_and_refuses_plaintext(exported_repository, tm
     repo = linked_copy(exported_repository, tmp_path / "repo")
     tls = [
         "--grpc-use-ssl",
-        "true",
         "--grpc-server-cert",
         str(c["server_crt"]),
         "--grpc-server-key",
@@ -138,7 +137,7 @@ def test_grpc_tls_serves_encrypted_and_refuses_plaintext(exported_repository, tm
 def test_grpc_mutual_tls_needs_a_client_certificate(exported_repository, tmp_path, certificates):
     c = certificates
     repo = linked_copy(exported_repository, tmp_path / "repo")
-    mtls = ["--grpc-ssl-mutual", "true", "--grpc-server-cert", str(c["server_crt"]),
+    mtls = ["--grpc-ssl-mutual", "--grpc-server-cert", str(c["server_crt"]),
             "--grpc-server-key", str(c["server_key"]), "--grpc-root-cert", str(c["ca_crt"])]  # fmt: skip
     with processes.running(repo, tmp_path / "server.log", *mtls) as server:
         anonymous = grpcclient.InferenceServerClient(server.grpc_url, ssl=True, root_certificates=str(c["ca_crt"]))

@@ -17,6 +17,27 @@ def test_cuda_default_precisions_and_env_override(monkeypatch):
     assert parse_args([]).max_batch == 8
 
 
+def test_empty_precisions_mean_the_targets_and_the_variable_follows_the_flag(monkeypatch):
+    assert ExportConfig(target="cuda", precisions=()).precisions == ("fp16", "fp32")
+    assert parse_args(["--precision", ""]).precisions == ("fp32", "int8")
+    monkeypatch.setenv("BERTSERVE_EXPORT_PRECISION", "fp32")
+    assert parse_args([]).precisions == ("fp32",)
+    assert parse_args(["--precision", "int8,fp32"]).precisions == ("int8", "fp32")
+
+
+def test_lists_and_optional_values(monkeypatch):
+    cfg = parse_args(["--skip", "onnx, torchscript", "--max-seq", "64", "--serve", "int8"])
+    assert (cfg.skip, cfg.max_seq, cfg.serve) == (frozenset({"onnx", "torchscript"}), 64, "int8")
+    monkeypatch.setenv("BERTSERVE_EXPORT_MAX_QUEUE_SIZE", "")
+    assert parse_args(["--max-seq", ""]).max_seq is None and parse_args([]).max_queue_size is None
+
+
+def test_a_bad_variable_is_a_config_error_naming_it(monkeypatch):
+    monkeypatch.setenv("BERTSERVE_EXPORT_INSTANCES", "two")
+    with pytest.raises(ConfigError, match="BERTSERVE_EXPORT_INSTANCES='two'"):
+        parse_args([])
+
+
 def test_autotune_is_on_for_the_cpu_off_for_cuda_unless_asked(monkeypatch):
     assert parse_args([]).tuned and not parse_args(["--target", "cuda"]).tuned
     assert not parse_args(["--no-autotune"]).tuned and parse_args(["--target", "cuda", "--autotune"]).tuned
@@ -37,7 +58,6 @@ def test_queue_delay_from_the_command_line_and_env(monkeypatch):
         ({"precisions": ("fp8",)}, "unknown precision 'fp8'"),
         ({"precisions": ("fp16",)}, "fp16 needs --target cuda"),
         ({"target": "tpu"}, "unknown target"),
-        ({"precisions": ()}, "no precision"),
         ({"precisions": ("fp32", "fp32")}, "listed twice"),
         ({"max_batch": 0}, "--max-batch"),
         ({"max_seq": 2}, "--max-seq"),

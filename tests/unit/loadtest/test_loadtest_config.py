@@ -1,12 +1,15 @@
-"""Configuration: defaults, LOADTEST_* environment overrides, CLI precedence, validation."""
+"""Configuration: defaults, BERTSERVE_LOADTEST_* environment overrides, CLI precedence, validation."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from loadtest.config import ConfigError, LoadTestConfig, from_env, load_config
+from loadtest.config import ConfigError, LoadTestConfig, load_config
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_defaults_follow_the_contract() -> None:
@@ -17,7 +20,12 @@ def test_defaults_follow_the_contract() -> None:
 
 
 def test_environment_overrides_defaults_and_cli_overrides_environment() -> None:
-    env = {"LOADTEST_BUDGET_MS": "5", "LOADTEST_CONCURRENCY": "1,8", "LOADTEST_PLOT": "false", "LOADTEST_URL": "h:1"}
+    env = {
+        "BERTSERVE_LOADTEST_BUDGET_MS": "5",
+        "BERTSERVE_LOADTEST_CONCURRENCY": "1,8",
+        "BERTSERVE_LOADTEST_PLOT": "false",
+        "BERTSERVE_LOADTEST_URL": "h:1",
+    }
     config = load_config(["--url", "h:2", "--output-dir", "/tmp/x"], env=env)
     assert config.budget_ms == 5.0 and config.concurrency == (1, 8) and config.plot is False
     assert config.url == "h:2" and config.output_dir == Path("/tmp/x")
@@ -29,8 +37,23 @@ def test_open_loop_sweeps_rates() -> None:
 
 
 def test_bad_environment_value_names_the_variable() -> None:
-    with pytest.raises(ConfigError, match="LOADTEST_DURATION_S"):
-        from_env({"LOADTEST_DURATION_S": "ten"})
+    with pytest.raises(ConfigError, match="BERTSERVE_LOADTEST_DURATION_S='ten'"):
+        load_config([], env={"BERTSERVE_LOADTEST_DURATION_S": "ten"})
+    with pytest.raises(ConfigError, match="BERTSERVE_LOADTEST_FIND_MAX='maybe'"):
+        load_config([], env={"BERTSERVE_LOADTEST_FIND_MAX": "maybe"})
+
+
+def test_make_loadtests_default_arguments_parse() -> None:
+    """`make loadtest` runs `python -m loadtest --find-max` unless ARGS says otherwise."""
+    default = re.search(r"-m loadtest \$\(or \$\(ARGS\),([^)]*)\)", (ROOT / "Makefile").read_text())
+    assert default is not None
+    assert load_config(default.group(1).split(), env={}).find_max
+
+
+def test_boolean_options_are_flags_both_ways() -> None:
+    config = load_config(["--find-max", "--no-plot", "--no-progress"], env={"BERTSERVE_LOADTEST_FIND_MAX": "0"})
+    assert config.find_max and not config.plot and not config.progress
+    assert not load_config(["--no-find-max"], env={"BERTSERVE_LOADTEST_FIND_MAX": "on"}).find_max
 
 
 @pytest.mark.parametrize(
