@@ -12,7 +12,7 @@ from tritonclient.utils import InferenceServerException
 from loadtest import CouldNotRunError
 from loadtest.payload import TEXT_INPUT, TOKEN_INPUTS, Payload
 from loadtest.stats import OK
-from serving.client import status_of
+from serving.client import connect, status_of
 
 logger = logging.getLogger(__name__)
 
@@ -30,17 +30,7 @@ class TritonClient:
     def __init__(self, url: str, protocol: str, model: str, request_timeout_s: float) -> None:
         self.url, self.protocol, self.model = url, protocol, model
         self.request_timeout_s = request_timeout_s
-        if protocol == "grpc":
-            import tritonclient.grpc as module
-            import tritonclient.grpc.aio as aio
-
-            self._client: Any = aio.InferenceServerClient(url)
-        else:
-            import tritonclient.http as module
-            import tritonclient.http.aio as aio
-
-            self._client = aio.InferenceServerClient(url, conn_timeout=request_timeout_s)
-        self._module = module
+        self._module, self._client = connect(url, protocol, aio=True, timeout_s=request_timeout_s)
         self._inputs: dict[int, list[Any]] = {}
 
     async def close(self) -> None:

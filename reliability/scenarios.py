@@ -194,7 +194,7 @@ async def soak(
     """Open loop at ``rate`` for ``seconds`` in windows: per window p99, errors, resident memory and fds."""
     windows: list[dict[str, Any]] = []
     await traffic.open_loop(server.grpc_url, LIGHT_RATE, 2.0)
-    client = traffic.grpcaio.InferenceServerClient(server.grpc_url)
+    client = traffic.grpc_client(server.grpc_url)
     try:
         elapsed, i = 0.0, 0
         while elapsed < seconds:

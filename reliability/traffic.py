@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import tritonclient.grpc.aio as grpcaio
+import tritonclient.grpc as triton_grpc
 from tritonclient.utils import InferenceServerException
 
-from serving.client import status_of
+from serving.client import connect, status_of
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +88,13 @@ def status_and_message(exc: BaseException) -> tuple[str, str]:
     return status_of(exc), f"{type(exc).__name__}: {exc}"
 
 
+def grpc_client(url: str) -> Any:
+    """An asyncio gRPC client made as every client of the project makes one (serving.client.connect)."""
+    return connect(url, "grpc", aio=True)[1]
+
+
 def _inputs(text: str) -> list[Any]:
-    inp = grpcaio.InferInput("TEXT", [1, 1], "BYTES")
+    inp = triton_grpc.InferInput("TEXT", [1, 1], "BYTES")
     inp.set_data_from_numpy(np.array([[text.encode()]], dtype=np.object_))
     return [inp]
 
@@ -109,7 +114,7 @@ async def open_loop(
     """Poisson arrivals at ``rate`` for ``duration_s``; each request carries a gRPC deadline of ``deadline_s``
     and, when given, Triton's per-request queue ``timeout`` (microseconds). Waits for every request to end."""
     own = client is None
-    client = client or grpcaio.InferenceServerClient(url)
+    client = client or grpc_client(url)
     rng = np.random.default_rng(seed)
     offsets = np.cumsum(rng.exponential(1.0 / rate, size=int(rate * duration_s * 1.5) + 16))
     offsets = offsets[offsets < duration_s]
@@ -155,7 +160,7 @@ async def open_loop(
 
 async def closed_loop(url: str, concurrency: int, duration_s: float, *, model: str = "embed") -> Run:
     """``concurrency`` workers back to back for ``duration_s``: the completed rate is the capacity."""
-    client = grpcaio.InferenceServerClient(url)
+    client = grpc_client(url)
     run = Run(duration_s, 0.0)
     start = time.perf_counter()
 

@@ -101,18 +101,6 @@ def map_error(e: Exception) -> EmbedError:
     return EmbedError(f"{type(e).__name__}: {e}")
 
 
-def _module(protocol: str, aio: bool) -> Any:
-    if protocol == "grpc":
-        import tritonclient.grpc as m
-        import tritonclient.grpc.aio as ma
-    elif protocol == "http":
-        import tritonclient.http as m
-        import tritonclient.http.aio as ma
-    else:
-        raise ValueError(f"protocol must be 'grpc' or 'http', got {protocol!r}")
-    return (m, ma if aio else m)
-
-
 class _Base:
     def __init__(
         self,
@@ -170,12 +158,26 @@ def _grpc_channel_args() -> list[tuple[str, int | str]]:
     ]
 
 
-def _client(mod: Any, url: str, protocol: str, timeout_s: float | None = None) -> Any:
+def connect(url: str, protocol: str, *, aio: bool, timeout_s: float | None = None) -> tuple[Any, Any]:
+    """tritonclient's module for ``protocol`` (its InferInput and friends) and a client of ``url``: the one place
+    connections are made, for this library, the load tester and the reliability runs. gRPC channels balance
+    round-robin over every address the name resolves to (``_grpc_channel_args``); ``timeout_s`` bounds HTTP
+    connecting (and, synchronously, each call)."""
     if protocol == "grpc":
-        return mod.InferenceServerClient(url, channel_args=_grpc_channel_args())
-    if timeout_s is not None:
-        return mod.InferenceServerClient(url, connection_timeout=timeout_s, network_timeout=timeout_s)
-    return mod.InferenceServerClient(url)
+        import tritonclient.grpc as module
+        import tritonclient.grpc.aio as aio_module
+
+        return module, (aio_module if aio else module).InferenceServerClient(url, channel_args=_grpc_channel_args())
+    if protocol != "http":
+        raise ValueError(f"protocol must be 'grpc' or 'http', got {protocol!r}")
+    import tritonclient.http as module
+    import tritonclient.http.aio as aio_module
+
+    if timeout_s is None:
+        return module, (aio_module if aio else module).InferenceServerClient(url)
+    if aio:
+        return module, aio_module.InferenceServerClient(url, conn_timeout=timeout_s)
+    return module, module.InferenceServerClient(url, connection_timeout=timeout_s, network_timeout=timeout_s)
 
 
 class EmbedClient(_Base):
@@ -183,8 +185,7 @@ class EmbedClient(_Base):
 
     def __init__(self, url: str = "127.0.0.1:8001", protocol: str = "grpc", **kw: Any) -> None:
         super().__init__(url, protocol, **kw)
-        self._types, mod = _module(protocol, aio=False)
-        self._client = _client(mod, url, protocol, self.timeout_s)
+        self._types, self._client = connect(url, protocol, aio=False, timeout_s=self.timeout_s)
 
     def embed(self, texts: list[str], truncate: bool = True, timeout_s: float | None = None) -> np.ndarray:
         deadline = time.monotonic() + (timeout_s or self.timeout_s)
@@ -222,8 +223,7 @@ class AsyncEmbedClient(_Base):
 
     def __init__(self, url: str = "127.0.0.1:8001", protocol: str = "grpc", **kw: Any) -> None:
         super().__init__(url, protocol, **kw)
-        self._types, mod = _module(protocol, aio=True)
-        self._client = _client(mod, url, protocol)
+        self._types, self._client = connect(url, protocol, aio=True)
 
     async def embed(self, texts: list[str], truncate: bool = True, timeout_s: float | None = None) -> np.ndarray:
         budget = timeout_s or self.timeout_s

@@ -66,12 +66,12 @@ def two_replicas(exported_repository, tmp_path_factory):
 
 
 async def _capacity(grpc_url: str) -> float:
-    client = traffic.grpcaio.InferenceServerClient(grpc_url)
+    client = traffic.grpc_client(grpc_url)
     start, done = time.perf_counter(), 0
 
     async def worker() -> None:
         nonlocal done
-        inp = traffic.grpcaio.InferInput("TEXT", [1, 1], "BYTES")
+        inp = traffic.triton_grpc.InferInput("TEXT", [1, 1], "BYTES")
         inp.set_data_from_numpy(np.array([[TEXT.encode()]], dtype=np.object_))
         while time.perf_counter() - start < 4.0:
             await client.infer("embed", [inp], client_timeout=10)
@@ -120,8 +120,8 @@ async def _http_overload(http_url: str, rate: float) -> list[tuple[float, str]]:
 
 
 async def _grpc_overload(grpc_url: str, rate: float) -> list[tuple[float, str]]:
-    client = traffic.grpcaio.InferenceServerClient(grpc_url)
-    inp = traffic.grpcaio.InferInput("TEXT", [1, 1], "BYTES")
+    client = traffic.grpc_client(grpc_url)
+    inp = traffic.triton_grpc.InferInput("TEXT", [1, 1], "BYTES")
     inp.set_data_from_numpy(np.array([[TEXT.encode()]], dtype=np.object_))
 
     async def call() -> str:
