@@ -18,15 +18,18 @@ import torch
 import triton_python_backend_utils as pb_utils
 
 from serving.python_backend import batching, heap
-from serving.python_backend.errors import InternalError, RequestError, to_triton_error
+from serving.python_backend.errors import InternalError, RequestError
 from serving.python_backend.metrics import ModelMetrics
+from serving.python_backend.model import StubModel
 from serving.python_backend.runtime import Runtime
 from serving.repository.manifest import read
 
 log = logging.getLogger(__name__)
 
 
-class TritonPythonModel:
+class TritonPythonModel(StubModel):
+    pb_utils = pb_utils
+
     def initialize(self, args: dict) -> None:
         model_dir = Path(args["model_repository"])
         self.manifest = read(model_dir)
@@ -52,9 +55,6 @@ class TritonPythonModel:
             log.info("captured and timed %d CUDA graphs in %.1f s", len(self.costs), time.perf_counter() - started)
         self.metrics = ModelMetrics(pb_utils, args["model_name"], stages=("collate", "infer", "respond"))
         heap.settle()
-
-    def finalize(self) -> None:
-        self.metrics.close()
 
     def execute(self, requests: list) -> list:
         start = time.perf_counter()
@@ -88,8 +88,7 @@ class TritonPythonModel:
         responses = []
         for i in range(len(requests)):
             if i in errors:
-                self.metrics.failures[errors[i].reason].increment(1)
-                responses.append(pb_utils.InferenceResponse(error=to_triton_error(pb_utils, errors[i])))
+                responses.append(self.error_response(errors[i]))
             else:
                 responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("embedding", outputs[i])]))
         end = time.perf_counter()

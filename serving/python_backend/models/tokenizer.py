@@ -14,8 +14,9 @@ import triton_python_backend_utils as pb_utils
 from tokenizers import Tokenizer
 
 from serving.python_backend import batching, heap
-from serving.python_backend.errors import RequestError, to_triton_error
+from serving.python_backend.errors import RequestError
 from serving.python_backend.metrics import ModelMetrics
+from serving.python_backend.model import StubModel
 
 
 def _truncate_requested(request) -> bool:
@@ -34,7 +35,9 @@ def _padded(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     return ids, (np.arange(width) < lengths[:, None]).astype(np.int64)
 
 
-class TritonPythonModel:
+class TritonPythonModel(StubModel):
+    pb_utils = pb_utils
+
     def initialize(self, args: dict) -> None:
         config = json.loads(args["model_config"])
         self.max_seq = int(config["parameters"]["max_seq"]["string_value"])
@@ -44,9 +47,6 @@ class TritonPythonModel:
         self.tokenizer.enable_truncation(self.max_seq)
         self.metrics = ModelMetrics(pb_utils, args["model_name"], stages=("tokenize", "respond"))
         heap.settle()
-
-    def finalize(self) -> None:
-        self.metrics.close()
 
     def execute(self, requests: list) -> list:
         start = time.perf_counter()
@@ -72,8 +72,7 @@ class TritonPythonModel:
         responses = []
         for i in range(len(requests)):
             if i in errors:
-                self.metrics.failures[errors[i].reason].increment(1)
-                responses.append(pb_utils.InferenceResponse(error=to_triton_error(pb_utils, errors[i])))
+                responses.append(self.error_response(errors[i]))
                 continue
             encs = per_request[i]
             ids, mask = _padded([e.ids for e in encs])  # each .ids builds a new list: read it once
