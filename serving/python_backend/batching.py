@@ -58,6 +58,20 @@ def decode_text(raw: object) -> str:
     return text
 
 
+def decode_texts(raw: np.ndarray) -> list[str]:
+    """A request's TEXT elements, each checked by ``decode_text``; a bad one is named by its index when the request
+    holds several (as the native backend names it)."""
+    texts = []
+    for i, element in enumerate(raw.reshape(-1)):
+        try:
+            texts.append(decode_text(element))
+        except RequestError as e:
+            if raw.size > 1:
+                raise RequestError(e.reason, f"TEXT element {i}: {e}") from None
+            raise
+    return texts
+
+
 def validate(ids: np.ndarray, mask: np.ndarray, vocab_size: int, max_seq: int) -> np.ndarray:
     """Check one request's [rows, seq] ids and mask; return each row's effective length (through its last 1).
 

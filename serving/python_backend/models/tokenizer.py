@@ -54,8 +54,7 @@ class TritonPythonModel(StubModel):
         texts: dict[int, list[str]] = {}
         for i, request in enumerate(requests):
             try:
-                raw = pb_utils.get_input_tensor_by_name(request, "TEXT").as_numpy().reshape(-1)
-                texts[i] = [batching.decode_text(t) for t in raw]
+                texts[i] = batching.decode_texts(pb_utils.get_input_tensor_by_name(request, "TEXT").as_numpy())
             except RequestError as e:
                 errors[i] = e
         order = [(i, j) for i, ts in texts.items() for j in range(len(ts))]

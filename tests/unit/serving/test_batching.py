@@ -142,3 +142,13 @@ def test_collate_with_costs_merges_buckets_and_keeps_every_row():
         np.testing.assert_array_equal(g.ids[k, :n], reqs[req][0][row, :n])
         assert g.mask[k, :n].all() and not g.mask[k, n:].any()
     assert c.real_tokens == 3 + 20 + 100 + 110
+
+
+def test_decode_texts_names_the_bad_element_of_several_as_the_native_backend_does():
+    good = np.array([[b"hello"], [b"world"]], dtype=np.object_)
+    assert batching.decode_texts(good) == ["hello", "world"]
+    with pytest.raises(RequestError, match=r"^TEXT element 1: TEXT is empty$") as e:
+        batching.decode_texts(np.array([[b"hello"], [b"  "]], dtype=np.object_))
+    assert e.value.reason == "empty_text"
+    with pytest.raises(RequestError, match=r"^TEXT is empty$"):  # one element: no index, as before
+        batching.decode_texts(np.array([[b" "]], dtype=np.object_))
