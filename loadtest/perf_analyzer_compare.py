@@ -11,7 +11,6 @@ sampler with the same seed. Exit 0 when every p50 and p99 agree within the toler
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import logging
@@ -20,10 +19,13 @@ import subprocess
 import sys
 import zipfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.config import LoadTestConfig, int_list
+from loadtest.config import ENV_PREFIX, LoadTestConfig
 from loadtest.payload import build_pool, perf_analyzer_input_data
+from serving import options
+from serving.options import option
 
 logger = logging.getLogger(__name__)
 
@@ -177,21 +179,33 @@ def compare(rows: list[tuple[int, dict[str, float], dict[str, float]]], toleranc
     return lines, agree
 
 
+@dataclass(frozen=True)
+class CompareConfig:
+    url: str = option("127.0.0.1:8001", "server address host:port (gRPC)")
+    model: str = option("embed", "the model both tools call")
+    concurrency: tuple[int, ...] = option((1, 4, 16), "concurrency levels, comma separated")
+    duration_s: float = option(10.0, "the load tester's window per level")
+    window_ms: int = option(5000, "perf_analyzer's measurement interval")
+    stability: float = option(20.0, "perf_analyzer's --stability-percentage")
+    tolerance: float = option(0.10, "largest relative difference of p50 and p99 that still agrees")
+    seed: int = option(0, "the payload pool's seed (both tools get the same pool)")
+    build: Path = option(Path("build"), "where perf_analyzer is fetched and the work files go")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> CompareConfig:
+    """Exits with argparse's message (status 2) on an invalid option or variable."""
+    return options.parse(
+        CompareConfig,
+        argv,
+        prefix=ENV_PREFIX,
+        prog="python -m loadtest.perf_analyzer_compare",
+        description=__doc__.split("\n")[0],
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.perf_analyzer_compare", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument("--url", default="127.0.0.1:8001")
-    parser.add_argument("--model", default="embed")
-    parser.add_argument("--concurrency", type=int_list, default=(1, 4, 16))
-    parser.add_argument("--duration-s", type=float, default=10.0, help="loadtest window per level")
-    parser.add_argument("--window-ms", type=int, default=5000, help="perf_analyzer measurement interval")
-    parser.add_argument("--stability", type=float, default=20.0, help="perf_analyzer --stability-percentage")
-    parser.add_argument("--tolerance", type=float, default=0.10)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--build", type=Path, default=Path("build"))
-    args = parser.parse_args(argv)
+    args = parse_args(argv)
 
     work = args.build / "perf_analyzer_compare"
     work.mkdir(parents=True, exist_ok=True)
