@@ -14,7 +14,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,9 @@ class ServerProcess:
     metrics_url: str
     log_path: Path
     repository: Path | None = None
+    # The stubs' shared-memory regions seen while it ran: a server that exits by a signal of the caller's, or is
+    # killed, can leave them in /dev/shm; stop() removes those still there.
+    regions: set[str] = field(default_factory=set)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -71,6 +74,7 @@ class ServerProcess:
             if self.process.poll() is not None:
                 raise RuntimeError(f"server exited with {self.process.returncode}:\n{self.log()[-4000:]}")
             if self.ready():
+                self.note_regions()
                 return time.monotonic() - start
             time.sleep(poll_s)
         raise TimeoutError(f"server not ready after {timeout_s} s:\n{self.log()[-4000:]}")
@@ -89,6 +93,11 @@ class ServerProcess:
             if Path(args[0]).name == STUB and len(args) > 1 and args[1].endswith(f"/{model}/1/model.py"):
                 return pid
         raise LookupError(f"no backend stub of {model!r} under tritonserver")
+
+    def note_regions(self) -> None:
+        """Remember the shared-memory regions of the stubs running now (each stub's second argument)."""
+        with contextlib.suppress(LookupError):
+            self.regions.update(a[2] for a in map(argv, self.processes()) if Path(a[0]).name == STUB and len(a) > 2)
 
     def processes(self) -> list[int]:
         """tritonserver and every stub under it."""
@@ -165,7 +174,7 @@ def stop(server: ServerProcess, timeout_s: float = 60, sig: int = signal.SIGTERM
     if server.process.poll() is None:
         with contextlib.suppress(LookupError):
             left = server.processes()
-    regions = [a[2] for a in map(argv, left) if Path(a[0]).name == STUB and len(a) > 2]
+        server.note_regions()
     if server.process.poll() is None:
         server.process.send_signal(sig)
         if sig == signal.SIGKILL and left:
@@ -180,7 +189,7 @@ def stop(server: ServerProcess, timeout_s: float = 60, sig: int = signal.SIGTERM
         if Path(argv(pid)[0]).name in (STUB, "tritonserver"):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-    for name in regions:  # a killed server leaves its stubs' shared-memory regions behind
+    for name in server.regions:  # a killed server leaves its stubs' shared-memory regions behind
         with contextlib.suppress(OSError):
             (Path("/dev/shm") / name).unlink()
     return server.process.returncode

@@ -168,3 +168,27 @@ def triton_server(
     stop_server(server)
     if request.session.testsfailed:
         sys.stderr.write(f"\n----- tritonserver log ({log_path}) -----\n{server.log()[-20000:]}\n")
+
+
+def _stubs_and_regions() -> tuple[set[int], set[str]]:
+    stubs = {
+        int(p.name)
+        for p in Path("/proc").iterdir()
+        if p.name.isdigit() and processes.argv(int(p.name))[0].endswith(processes.STUB)
+    }
+    return stubs, {p.name for p in Path("/dev/shm").glob("triton_python_backend_shm_region_*")}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nothing_left_behind() -> Iterator[None]:
+    """The tier cleans up what it starts: no backend stub and no stub's shared-memory region outlives it, whichever
+    way a test ended its server (drained, signalled, killed)."""
+    stubs, regions = _stubs_and_regions()
+    yield
+    time.sleep(1)  # a stub told to exit by its server's end
+    left_stubs, left_regions = (
+        now - before for now, before in zip(_stubs_and_regions(), (stubs, regions), strict=True)
+    )
+    assert not left_stubs and not left_regions, (
+        f"left behind: stubs {sorted(left_stubs)}, regions {sorted(left_regions)}"
+    )
