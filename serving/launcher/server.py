@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import logging
@@ -248,18 +249,27 @@ STUB = "triton_python_backend_stub"
 WATCH_INTERVAL_S = 1.0
 
 
-def _stub_models(tritonserver_pid: int) -> set[str]:
-    """Models with a live Python-backend stub under tritonserver (a stub's first argument is <model>/1/model.py)."""
-    out = set()
+def _stubs(tritonserver_pid: int) -> dict[str, str]:
+    """The live Python-backend stubs under tritonserver: model -> the stub's shared-memory region (a stub's
+    arguments are <model>/1/model.py, then the region's name)."""
+    out = {}
     for task in Path(f"/proc/{tritonserver_pid}/task").glob("*/children"):
         for pid in task.read_text().split():
             try:
-                args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
             except OSError:
                 continue
-            if len(args) > 1 and Path(args[0].decode(errors="replace")).name == STUB:
-                out.add(Path(args[1].decode(errors="replace")).parent.parent.name)
+            if len(args) > 2 and Path(args[0]).name == STUB:
+                out[Path(args[1]).parent.parent.name] = args[2]
     return out
+
+
+def remove_regions(regions: set[str]) -> None:
+    """A tritonserver that was killed leaves its stubs' shared-memory regions in /dev/shm; a clean exit removes them."""
+    for name in regions:
+        if name.startswith("triton_python_backend_shm_region_") and "/" not in name:
+            with contextlib.suppress(OSError):
+                (Path("/dev/shm") / name).unlink()
 
 
 class StubWatchdog(threading.Thread):
@@ -272,10 +282,13 @@ class StubWatchdog(threading.Thread):
         self.admin, self.proc, self.models = admin, proc, models
         self.stopping = threading.Event()
         self.seen: set[str] = set()
+        self.regions: set[str] = set()  # every stub's, for the launcher to remove should tritonserver be killed
 
     def run(self) -> None:
         while not self.stopping.wait(WATCH_INTERVAL_S) and self.proc.poll() is None:
-            alive = _stub_models(self.proc.pid) & set(self.models)
+            stubs = _stubs(self.proc.pid)
+            self.regions.update(stubs.values())
+            alive = set(stubs) & set(self.models)
             for model in sorted(self.seen - alive):
                 if self.stopping.is_set():
                     return
@@ -351,6 +364,7 @@ def serve(cfg: ServeConfig) -> int:
     for thread in drains:  # the drain that killed tritonserver has its verdict to give
         thread.join(timeout=STOP_GRACE_S + 1)
     log.info("tritonserver exited with %d", code)
+    remove_regions(watchdog.regions)
     if code != 0 and drained == [True]:
         log.info("every accepted request was answered before tritonserver stopped: exiting 0")
         return 0

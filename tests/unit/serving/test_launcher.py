@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from export.repository import file_hashes
+from serving.launcher import server
 from serving.launcher.config import parse_args
 from serving.launcher.server import LaunchError, command, read_index, select_models
 from serving.repository.hardware import cpu_model
@@ -113,3 +115,16 @@ def test_a_cpu_repository_asks_tritonserver_for_no_gpu_metrics_or_pinned_pool(ba
     assert "--allow-gpu-metrics=false" in cpu and "--pinned-memory-pool-byte-size=0" in cpu
     cuda = command(cfg, server, ["bert"], target="cuda")
     assert not any(a.startswith(("--allow-gpu-metrics", "--pinned-memory-pool")) for a in cuda)
+
+
+def test_remove_regions_removes_only_stub_regions():
+    region = Path("/dev/shm") / f"triton_python_backend_shm_region_test-{os.getpid()}"
+    other = Path("/dev/shm") / f"bertserve-test-{os.getpid()}"
+    region.write_bytes(b"x")
+    other.write_bytes(b"x")
+    try:
+        server.remove_regions({region.name, other.name, "../etc/passwd", "triton_python_backend_shm_region_absent"})
+        assert not region.exists() and other.exists()
+    finally:
+        region.unlink(missing_ok=True)
+        other.unlink(missing_ok=True)
