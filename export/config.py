@@ -15,6 +15,11 @@ PRECISIONS = ("fp32", "fp16", "int8")
 TARGETS = ("cpu", "cuda")
 ENCODER_BACKENDS = ("native", "python")
 ENV_PREFIX = "BERTSERVE_EXPORT_"
+PROG = "python -m export"
+DESCRIPTION = (
+    "Export a BERT checkpoint into a Triton model repository "
+    "(torch.export, AOTInductor, TorchScript, ONNX; fp32/fp16/int8, each gated on accuracy)."
+)
 DEFAULT_PRECISIONS = {"cpu": ("fp32", "int8"), "cuda": ("fp16", "fp32")}
 
 
@@ -141,12 +146,4 @@ class ExportConfig:
 
 def parse_args(argv: list[str] | None = None) -> ExportConfig:
     """Raises ConfigError on an invalid option or variable."""
-    return options.parse(
-        ExportConfig,
-        argv,
-        prefix=ENV_PREFIX,
-        prog="python -m export",
-        description="Export a BERT checkpoint into a Triton model repository "
-        "(torch.export, AOTInductor, TorchScript, ONNX; fp32/fp16/int8, each gated on accuracy).",
-        error=ConfigError,
-    )
+    return options.parse(ExportConfig, argv, prefix=ENV_PREFIX, prog=PROG, description=DESCRIPTION, error=ConfigError)

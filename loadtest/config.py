@@ -13,6 +13,10 @@ from serving import options
 from serving.options import option
 
 ENV_PREFIX = "BERTSERVE_LOADTEST_"
+DESCRIPTION = (
+    "Load-test the Triton embedding service and judge p50/p99 against a latency budget. "
+    "Exit 0: SLO met, 1: breached, 2: could not run."
+)
 DEFAULT_CONCURRENCY = (1, 2, 4, 8, 16, 32, 64)
 
 
@@ -106,8 +110,7 @@ def load_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | None
         argv,
         prefix=ENV_PREFIX,
         prog="python -m loadtest",
-        description="Load-test the Triton embedding service and judge p50/p99 against a latency budget. "
-        "Exit 0: SLO met, 1: breached, 2: could not run.",
+        description=DESCRIPTION,
         env=env,
         error=ConfigError,
     )

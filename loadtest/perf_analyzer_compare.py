@@ -29,6 +29,8 @@ from serving.options import option
 
 logger = logging.getLogger(__name__)
 
+PROG = "python -m loadtest.perf_analyzer_compare"
+
 WHEEL_SPEC = "tritonclient==2.41.0"
 BINARY_IN_WHEEL = "tritonclient-2.41.0.data/data/bin/perf_analyzer"
 NEEDED_LIBS = {"libb64.so.0d": "libb64-", "libcudart.so.12": "libcudart-"}
@@ -194,13 +196,7 @@ class CompareConfig:
 
 def parse_args(argv: Sequence[str] | None = None) -> CompareConfig:
     """Exits with argparse's message (status 2) on an invalid option or variable."""
-    return options.parse(
-        CompareConfig,
-        argv,
-        prefix=ENV_PREFIX,
-        prog="python -m loadtest.perf_analyzer_compare",
-        description=__doc__.split("\n")[0],
-    )
+    return options.parse(CompareConfig, argv, prefix=ENV_PREFIX, prog=PROG, description=__doc__.split("\n")[0])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,6 +10,7 @@ from serving import options
 from serving.options import option
 
 ENV_PREFIX = "BERTSERVE_SERVE_"
+DESCRIPTION = "Serve the exported repository on tritonserver."
 
 # Triton APIs (HTTP) / protocols (gRPC) that only an operator holding the admin key may call: loading and
 # unloading models, and the trace and logging settings (a trace file path is a file the server writes).
@@ -84,10 +85,4 @@ class ServeConfig:
 
 def parse_args(argv: list[str] | None = None) -> ServeConfig:
     """Exits with argparse's message (status 2) on an invalid option or variable."""
-    return options.parse(
-        ServeConfig,
-        argv,
-        prefix=ENV_PREFIX,
-        prog="python -m serving",
-        description="Serve the exported repository on tritonserver.",
-    )
+    return options.parse(ServeConfig, argv, prefix=ENV_PREFIX, prog="python -m serving", description=DESCRIPTION)

@@ -38,6 +38,9 @@ from serving.options import option
 
 log = logging.getLogger(__name__)
 
+PROG = "python -m serving.launcher.replicas"
+DESCRIPTION = __doc__.splitlines()[0].split(": ", 1)[1]
+
 # Replica i's ports start here (deploy/prometheus/prometheus.yml scrapes the metrics ports of the first four).
 DEFAULT_BASE_PORT = 8100
 
@@ -149,13 +152,7 @@ class ReplicasConfig:
 
 def parse_args(argv: list[str] | None = None) -> ReplicasConfig:
     """Exits with argparse's message (status 2) on an invalid option or variable."""
-    return options.parse(
-        ReplicasConfig,
-        argv,
-        prefix=ENV_PREFIX,
-        prog="python -m serving.launcher.replicas",
-        description=__doc__.splitlines()[0].split(": ", 1)[1],
-    )
+    return options.parse(ReplicasConfig, argv, prefix=ENV_PREFIX, prog=PROG, description=DESCRIPTION)
 
 
 def main(argv: list[str] | None = None) -> int:
