@@ -1,1 +1,2 @@
-"""Runtime: the Triton Python-backend models, the server launcher and the client."""
+"""The serving side: ``launcher/`` starts tritonserver, ``python_backend/`` runs in its Python stubs, ``repository/``
+is the contract with export, ``client.py`` is what clients import, ``options.py`` every entry point's options."""
