@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from serving import options
+from serving.client import DEFAULT_URL
 from serving.options import option
 
 ENV_PREFIX = "BERTSERVE_LOADTEST_"
@@ -33,7 +34,7 @@ def int_list(text: str) -> tuple[int, ...]:
 class LoadTestConfig:
     """Everything one load-test run needs. Latencies in milliseconds, durations in seconds."""
 
-    url: str = option("127.0.0.1:8001", "server address host:port (gRPC 8001, HTTP 8000)")
+    url: str = option(DEFAULT_URL, "server address host:port (gRPC 8001, HTTP 8000)")
     protocol: str = option("grpc", "grpc or http")
     model: str = option("embed", "the model every request calls")
     mode: str = option("closed", "closed (fixed concurrency) or open (arrival rate)")

@@ -25,6 +25,7 @@ from pathlib import Path
 from loadtest.config import ENV_PREFIX, LoadTestConfig
 from loadtest.payload import build_pool, perf_analyzer_input_data
 from serving import options
+from serving.client import DEFAULT_URL
 from serving.options import option
 
 logger = logging.getLogger(__name__)
@@ -183,7 +184,7 @@ def compare(rows: list[tuple[int, dict[str, float], dict[str, float]]], toleranc
 
 @dataclass(frozen=True)
 class CompareConfig:
-    url: str = option("127.0.0.1:8001", "server address host:port (gRPC)")
+    url: str = option(DEFAULT_URL, "server address host:port (gRPC)")
     model: str = option("embed", "the model both tools call")
     concurrency: tuple[int, ...] = option((1, 4, 16), "concurrency levels, comma separated")
     duration_s: float = option(10.0, "the load tester's window per level")

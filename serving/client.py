@@ -24,6 +24,7 @@ import numpy as np
 from tritonclient.grpc import MAX_GRPC_MESSAGE_SIZE, KeepAliveOptions
 from tritonclient.utils import InferenceServerException
 
+DEFAULT_URL = "127.0.0.1:8001"  # the launcher's gRPC port on this host (serving.launcher.config)
 MAX_BACKOFF_S = 1.0
 # The least time between two DNS resolutions of the target (gRPC's default is 30 s): a server's GOAWAY asks for
 # one, and a replica added since the last one is reached from then on.
@@ -104,7 +105,7 @@ def map_error(e: Exception) -> EmbedError:
 class _Base:
     def __init__(
         self,
-        url: str = "127.0.0.1:8001",
+        url: str = DEFAULT_URL,
         protocol: str = "grpc",
         model: str = "embed",
         timeout_s: float = 2.0,
@@ -183,7 +184,7 @@ def connect(url: str, protocol: str, *, aio: bool, timeout_s: float | None = Non
 class EmbedClient(_Base):
     """Synchronous client."""
 
-    def __init__(self, url: str = "127.0.0.1:8001", protocol: str = "grpc", **kw: Any) -> None:
+    def __init__(self, url: str = DEFAULT_URL, protocol: str = "grpc", **kw: Any) -> None:
         super().__init__(url, protocol, **kw)
         self._types, self._client = connect(url, protocol, aio=False, timeout_s=self.timeout_s)
 
@@ -221,7 +222,7 @@ class EmbedClient(_Base):
 class AsyncEmbedClient(_Base):
     """asyncio client (tritonclient's grpc.aio / http.aio)."""
 
-    def __init__(self, url: str = "127.0.0.1:8001", protocol: str = "grpc", **kw: Any) -> None:
+    def __init__(self, url: str = DEFAULT_URL, protocol: str = "grpc", **kw: Any) -> None:
         super().__init__(url, protocol, **kw)
         self._types, self._client = connect(url, protocol, aio=True)
 
