@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from serving.launcher.server import remove_regions
+
 log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -189,9 +191,7 @@ def stop(server: ServerProcess, timeout_s: float = 60, sig: int = signal.SIGTERM
         if Path(argv(pid)[0]).name in (STUB, "tritonserver"):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-    for name in server.regions:  # a killed server leaves its stubs' shared-memory regions behind
-        with contextlib.suppress(OSError):
-            (Path("/dev/shm") / name).unlink()
+    remove_regions(server.regions)  # a killed server leaves its stubs' shared-memory regions behind
     return server.process.returncode
 
 

@@ -249,10 +249,10 @@ STUB = "triton_python_backend_stub"
 WATCH_INTERVAL_S = 1.0
 
 
-def _stubs(tritonserver_pid: int) -> dict[str, str]:
-    """The live Python-backend stubs under tritonserver: model -> the stub's shared-memory region (a stub's
-    arguments are <model>/1/model.py, then the region's name)."""
-    out = {}
+def _stubs(tritonserver_pid: int) -> list[tuple[str, str]]:
+    """The live Python-backend stubs under tritonserver, one per instance: (model, the stub's shared-memory region);
+    a stub's arguments are <model>/1/model.py, then the region's name."""
+    out = []
     for task in Path(f"/proc/{tritonserver_pid}/task").glob("*/children"):
         for pid in task.read_text().split():
             try:
@@ -260,7 +260,7 @@ def _stubs(tritonserver_pid: int) -> dict[str, str]:
             except OSError:
                 continue
             if len(args) > 2 and Path(args[0]).name == STUB:
-                out[Path(args[1]).parent.parent.name] = args[2]
+                out.append((Path(args[1]).parent.parent.name, args[2]))
     return out
 
 
@@ -287,8 +287,8 @@ class StubWatchdog(threading.Thread):
     def run(self) -> None:
         while not self.stopping.wait(WATCH_INTERVAL_S) and self.proc.poll() is None:
             stubs = _stubs(self.proc.pid)
-            self.regions.update(stubs.values())
-            alive = set(stubs) & set(self.models)
+            self.regions.update(region for _, region in stubs)
+            alive = {model for model, _ in stubs} & set(self.models)
             for model in sorted(self.seen - alive):
                 if self.stopping.is_set():
                     return
@@ -364,6 +364,7 @@ def serve(cfg: ServeConfig) -> int:
     for thread in drains:  # the drain that killed tritonserver has its verdict to give
         thread.join(timeout=STOP_GRACE_S + 1)
     log.info("tritonserver exited with %d", code)
+    watchdog.join(timeout=WATCH_INTERVAL_S + 1)  # it ends with tritonserver; then its regions are complete
     remove_regions(watchdog.regions)
     if code != 0 and drained == [True]:
         log.info("every accepted request was answered before tritonserver stopped: exiting 0")
