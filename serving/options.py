@@ -5,8 +5,9 @@ Each field is declared with `option`, which keeps its help beside its default. F
 (a field may name its option otherwise; the variable follows the option). The command line wins over the environment,
 the environment over the field's default. ``--help`` shows each option's help, default and variable.
 
-Types: int, float, str, Path; ``X | None`` (empty text: None); ``tuple[X, ...]`` and ``frozenset[X]``
-(comma-separated); bool as ``--flag`` / ``--no-flag`` (in the environment 1/true/yes/on or 0/false/no/off).
+An empty variable sets nothing. Types: int, float, str, Path; ``X | None`` (empty text: None); ``tuple[X, ...]`` and
+``frozenset[X]`` (comma-separated); bool as ``--flag`` / ``--no-flag`` (in the environment 1/true/yes/on or
+0/false/no/off).
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 TRUE = ("1", "true", "yes", "on")
+# Names the variables had before they joined one family: a setting under one is refused, never silently dropped
+# (an API key file under the old name would leave the front door open).
+RETIRED_PREFIXES = {"LOADTEST_": "BERTSERVE_LOADTEST_", "BERTSERVE_PROXY_": "BERTSERVE_SERVE_"}
 FALSE = ("0", "false", "no", "off")
 
 
@@ -94,13 +98,18 @@ def parser(cls: type[Any], prefix: str, prog: str, description: str) -> argparse
 
 
 def environment(cls: type[Any], prefix: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The fields that `env` (os.environ by default) sets; ValueError naming the variable and value of a bad one."""
+    """The fields that `env` (os.environ by default) sets, an empty variable setting none; ValueError naming the
+    variable and value of a bad one, or of a variable under a retired name."""
     env = os.environ if env is None else env
+    for name in env:
+        for old, new in RETIRED_PREFIXES.items():
+            if name.startswith(old) and not name.startswith(new):
+                raise ValueError(f"{name} is no longer read: the variable is now {new}{name[len(old) :]}")
     hints = typing.get_type_hints(cls)
     values = {}
     for f in dataclasses.fields(cls):
         name = prefix + _upper(f)
-        if name in env:
+        if env.get(name, "") != "":
             try:
                 values[f.name] = value(hints[f.name], env[name])
             except ValueError as e:

@@ -119,3 +119,17 @@ def test_help_shows_every_option_with_its_default_and_variable():
         "--lvl LVL a level (default: low; env DEMO_LVL)",
     ]:
         assert expected in text, expected
+
+
+def test_an_empty_variable_sets_nothing():
+    cfg = parse([], {"DEMO_COUNT": "", "DEMO_FAST": "", "DEMO_NAME": "", "DEMO_OUT": ""})
+    assert (cfg.count, cfg.fast, cfg.name, cfg.out) == (3, False, "x", Path("out"))
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [("BERTSERVE_PROXY_API_KEYS", "BERTSERVE_SERVE_API_KEYS"), ("LOADTEST_BUDGET_MS", "BERTSERVE_LOADTEST_BUDGET_MS")],
+)
+def test_a_variable_under_a_retired_name_is_refused_with_its_new_name(old, new):
+    with pytest.raises(DemoError, match=rf"^{old} is no longer read: the variable is now {new}$"):
+        parse([], {old: "keys.txt"})
