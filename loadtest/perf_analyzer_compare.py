@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.config import ENV_PREFIX, LoadTestConfig
+from loadtest.config import ENV_PREFIX as LOADTEST_ENV_PREFIX
+from loadtest.config import LoadTestConfig
 from loadtest.payload import build_pool, perf_analyzer_input_data
 from serving import options
 from serving.client import DEFAULT_URL
@@ -31,6 +32,7 @@ from serving.options import option
 logger = logging.getLogger(__name__)
 
 PROG = "python -m loadtest.perf_analyzer_compare"
+ENV_PREFIX = "BERTSERVE_COMPARE_"  # its own: a load test's settings must not change the comparison
 
 WHEEL_SPEC = "tritonclient==2.41.0"
 BINARY_IN_WHEEL = "tritonclient-2.41.0.data/data/bin/perf_analyzer"
@@ -159,7 +161,9 @@ def run_loadtest(
         *extra,
     ]
     logger.info("loadtest: %s", " ".join(cmd))
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    # The load tester gets exactly these settings, whatever BERTSERVE_LOADTEST_* the caller has set.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(LOADTEST_ENV_PREFIX)}
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
     doc = json.loads((out_dir / f"{model}_closed.json").read_text())
     step = doc["steps"][0]
     if step["failed"]:

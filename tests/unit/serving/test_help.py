@@ -19,7 +19,7 @@ ENTRY_POINTS = {
     "export": (export_config.parse_args, export_config.ENV_PREFIX),
     "loadtest": (loadtest_config.load_config, loadtest_config.ENV_PREFIX),
     "replicas": (replicas.parse_args, serve_config.ENV_PREFIX),
-    "perf_analyzer_compare": (perf_analyzer_compare.parse_args, loadtest_config.ENV_PREFIX),
+    "perf_analyzer_compare": (perf_analyzer_compare.parse_args, perf_analyzer_compare.ENV_PREFIX),
 }
 
 
