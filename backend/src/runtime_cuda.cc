@@ -29,6 +29,12 @@ class GraphRuntime : public Runtime {
         stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index())),
         module_(Module::Load(s, device, /*single_threaded=*/true)) {}
 
+  // A graph is destroyed under the capture lock too: another instance may be capturing while this one unloads.
+  ~GraphRuntime() override {
+    std::lock_guard<std::mutex> one_capture(capture_mutex);
+    buckets_.clear();
+  }
+
   void Run(const int64_t* ids, const int64_t* mask, int64_t batch, int64_t seq, float* out) override {
     Bucket& b = BucketFor(batch, seq);
     const size_t bytes = static_cast<size_t>(batch * seq) * sizeof(int64_t);
