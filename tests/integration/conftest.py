@@ -170,25 +170,41 @@ def triton_server(
         sys.stderr.write(f"\n----- tritonserver log ({log_path}) -----\n{server.log()[-20000:]}\n")
 
 
-def _stubs_and_regions() -> tuple[set[int], set[str]]:
-    stubs = {
-        int(p.name)
-        for p in Path("/proc").iterdir()
-        if p.name.isdigit() and processes.argv(int(p.name))[0].endswith(processes.STUB)
-    }
-    return stubs, {p.name for p in Path("/dev/shm").glob("triton_python_backend_shm_region_*")}
+def _orphans_and_unused_regions() -> tuple[set[int], set[str]]:
+    """Backend stubs whose tritonserver is gone, and stub regions no live process maps (a test session beside this one
+    has its own live stubs and mapped regions, which are not counted)."""
+    pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+    orphans, mapped = set(), set()
+    for pid in pids:
+        if processes.argv(pid)[0].endswith(processes.STUB):
+            try:
+                parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if Path(processes.argv(parent)[0]).name != "tritonserver":
+                orphans.add(pid)
+        try:
+            mapped.update(
+                line.rsplit("/", 1)[-1]
+                for line in Path(f"/proc/{pid}/maps").read_text().splitlines()
+                if "/dev/shm/" in line
+            )
+        except OSError:
+            continue
+    regions = {p.name for p in Path("/dev/shm").glob("triton_python_backend_shm_region_*")}
+    return orphans, regions - mapped
 
 
 @pytest.fixture(scope="session", autouse=True)
 def nothing_left_behind() -> Iterator[None]:
-    """The tier cleans up what it starts: no backend stub and no stub's shared-memory region outlives it, whichever
-    way a test ended its server (drained, signalled, killed)."""
-    stubs, regions = _stubs_and_regions()
+    """The tier cleans up what it starts: no backend stub outlives its server and no stub's shared-memory region is
+    left unused, whichever way a test ended its server (drained, signalled, killed)."""
+    orphans, regions = _orphans_and_unused_regions()
     yield
     time.sleep(1)  # a stub told to exit by its server's end
-    left_stubs, left_regions = (
-        now - before for now, before in zip(_stubs_and_regions(), (stubs, regions), strict=True)
+    left_orphans, left_regions = (
+        now - before for now, before in zip(_orphans_and_unused_regions(), (orphans, regions), strict=True)
     )
-    assert not left_stubs and not left_regions, (
-        f"left behind: stubs {sorted(left_stubs)}, regions {sorted(left_regions)}"
+    assert not left_orphans and not left_regions, (
+        f"left behind: stubs {sorted(left_orphans)}, regions {sorted(left_regions)}"
     )
