@@ -17,12 +17,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from serving.launcher.server import remove_regions
+from serving.launcher.server import STUB, remove_regions, stubs
 
 log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[1]
-STUB = "triton_python_backend_stub"
 
 
 def free_port() -> int:
@@ -97,9 +96,9 @@ class ServerProcess:
         raise LookupError(f"no backend stub of {model!r} under tritonserver")
 
     def note_regions(self) -> None:
-        """Remember the shared-memory regions of the stubs running now (each stub's second argument)."""
+        """Remember the shared-memory regions of the stubs running now."""
         with contextlib.suppress(LookupError):
-            self.regions.update(a[2] for a in map(argv, self.processes()) if Path(a[0]).name == STUB and len(a) > 2)
+            self.regions.update(region for _, region in stubs(self.tritonserver_pid()))
 
     def processes(self) -> list[int]:
         """tritonserver and every stub under it."""

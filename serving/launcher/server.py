@@ -26,6 +26,7 @@ from serving.repository import hardware
 from serving.repository.manifest import REPOSITORY_INDEX, VerificationError, read, verify
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+STUB = "triton_python_backend_stub"
 log = logging.getLogger(__name__)
 
 # Backends a model of the repository index needs, by the name Triton gives the backend directory.
@@ -53,7 +54,7 @@ def _bundled_backends(root: Path) -> Path:
     """The Python backend with the stub of the running interpreter (a stub beside a model is not searched), and
     the native encoder backend where it was built."""
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    stub = root / "python_backend_stubs" / version / "triton_python_backend_stub"
+    stub = root / "python_backend_stubs" / version / STUB
     if not stub.is_file():
         raise LaunchError(f"the bundled tritonserver has no Python-backend stub for Python {version}")
     dest = Path(tempfile.gettempdir()) / f"bertserve-backends-{os.getuid()}-py{version}"
@@ -245,11 +246,10 @@ def _warn_exposure(cfg: ServeConfig) -> None:
     log.warning("HTTP on %s has no TLS in this tritonserver: expose it only through the proxy", cfg.host)
 
 
-STUB = "triton_python_backend_stub"
 WATCH_INTERVAL_S = 1.0
 
 
-def _stubs(tritonserver_pid: int) -> list[tuple[str, str]]:
+def stubs(tritonserver_pid: int) -> list[tuple[str, str]]:
     """The live Python-backend stubs under tritonserver, one per instance: (model, the stub's shared-memory region);
     a stub's arguments are <model>/1/model.py, then the region's name."""
     out = []
@@ -286,9 +286,9 @@ class StubWatchdog(threading.Thread):
 
     def run(self) -> None:
         while not self.stopping.wait(WATCH_INTERVAL_S) and self.proc.poll() is None:
-            stubs = _stubs(self.proc.pid)
-            self.regions.update(region for _, region in stubs)
-            alive = {model for model, _ in stubs} & set(self.models)
+            running = stubs(self.proc.pid)
+            self.regions.update(region for _, region in running)
+            alive = {model for model, _ in running} & set(self.models)
             for model in sorted(self.seen - alive):
                 if self.stopping.is_set():
                     return
