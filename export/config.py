@@ -55,6 +55,14 @@ class ExportConfig:
     queue_timeout_us: int = option(
         QUEUE_TIMEOUT_US, "longest wait in a model's queue before REJECT (UNAVAILABLE); clients may ask for less"
     )
+    deadline_us: int = option(
+        10_000,
+        "native models: the deadline of a request that sends no timeout of its own (a client's timeout is its "
+        "deadline); a request is refused at once (UNAVAILABLE) when the queued work predicts it would miss it",
+    )
+    max_batch_tokens: int = option(
+        0, "native models: padded tokens one batch may hold", shown="--max-batch x --max-seq (the rows bind)"
+    )
     shedding: bool = option(
         True,
         "a queue policy: REJECT past --max-queue-size or --queue-timeout-us; --no-shedding: none (unbounded "
@@ -134,6 +142,10 @@ class ExportConfig:
                 f"--max-queue-size must be at least --max-batch ({self.max_batch}): one execute may hand over a "
                 f"full batch, got {self.max_queue_size}"
             )
+        if self.deadline_us < 1:
+            raise ConfigError(f"--deadline-us must be at least 1, got {self.deadline_us}")
+        if self.max_batch_tokens < 0:
+            raise ConfigError(f"--max-batch-tokens must be 0 (by the shape) or more, got {self.max_batch_tokens}")
         if self.queue_timeout_us < 1:
             raise ConfigError(f"--queue-timeout-us must be at least 1, got {self.queue_timeout_us}")
         if self.execution_env is not None and not (self.execution_env / "bin" / "python").exists():

@@ -24,7 +24,9 @@ class ServingShape:
     max_queue_delay_us: int
     execution_env: str  # the Python environment the backend stub runs in
     warmup_seq: int  # token count of the warm-up ids
-    queue: QueuePolicy | None  # None: no queue policy
+    queue: QueuePolicy | None  # None: no queue policy (and no shedding in the native models)
+    deadline_us: int = 10_000  # native models: the deadline of a request without a timeout of its own
+    max_batch_tokens: int = 0  # native models: padded tokens per batch (0: max_batch x max_seq)
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,8 @@ class QueuePolicy:
 # 4.4x, but the soak refused 4 % (a full batch's forward takes 40-60 ms there). Clients with tighter deadlines send
 # them (the per-request timeout), and `--queue-timeout-us` trades one for the other (reliability/README.md).
 QUEUE_TIMEOUT_US = 1_000_000
+# A native model exported with --no-shedding: requests without a timeout of their own wait as long as it takes.
+NO_DEADLINE_US = 86_400_000_000
 
 
 def render(config: dict[str, Any]) -> str:
@@ -136,10 +140,11 @@ def bert_config(
         params["EXECUTION_ENV_PATH"] = shape.execution_env
         batching = _shedding(shape)
     else:
-        # The native backend queues and sheds itself (backend/src/instance_state.h): Triton's queue policy
-        # would turn off the batcher's prefetch and bring back its 500 ms poll. 0: no bound.
-        params["max_queue_size"] = str(shape.queue.max_queue_size if shape.queue else 0)
-        params["queue_timeout_us"] = str(shape.queue.timeout_us if shape.queue else 0)
+        # The native backend queues and sheds itself, by predicted work against each request's deadline
+        # (backend/src/scheduler.h): Triton's queue policy would turn off the batcher's prefetch and bring back its
+        # 500 ms poll. Without shedding the default deadline is a day: nothing is refused.
+        params["deadline_us"] = str(shape.deadline_us if shape.queue else NO_DEADLINE_US)
+        params["max_batch_tokens"] = str(shape.max_batch_tokens or shape.max_batch * shape.max_seq)
         # Nor does Triton hold requests back for company: execute hands each over at once and what arrives during
         # a forward joins the next batch (native embed, 16 tokens, c=1: queue 654 -> 60 us, p50 3.20 -> 1.99 ms;
         # docs/PERFORMANCE.md).

@@ -232,6 +232,8 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
         queue=model_configs.QueuePolicy(cfg.max_queue_size or 2 * cfg.max_batch, cfg.queue_timeout_us)
         if cfg.shedding
         else None,
+        deadline_us=cfg.deadline_us,
+        max_batch_tokens=cfg.max_batch_tokens or cfg.max_batch * max_seq,
     )
     report = {
         "dynamo": dynamo,

@@ -9,6 +9,9 @@
 namespace bertserve {
 namespace {
 
+// Batches of one CUDA instance between the feeder and the completion thread: one computing, one queued behind it.
+constexpr int kBatchesInFlight = 2;
+
 double Seconds(uint64_t from_ns, uint64_t to_ns) { return to_ns > from_ns ? static_cast<double>(to_ns - from_ns) * 1e-9 : 0.0; }
 
 // Seconds as milliseconds with three decimals.
@@ -18,12 +21,20 @@ std::string Millis(double seconds) {
   return text;
 }
 
-std::string Ms(uint64_t us) { return std::to_string(us / 1000) + "." + std::to_string(us % 1000 / 100) + " ms"; }
-
 }  // namespace
 
+struct InstanceState::Flight {
+  std::vector<std::unique_ptr<Pending>> batch;
+  Collated collated;
+  std::vector<std::unique_ptr<Pass>> passes;  // one per group; null where the start failed
+  int64_t rows = 0;
+  double work_s = 0.0;       // the scheduler's share of these requests
+  double predicted_s = 0.0;  // the cost model's forward time for the groups, uncorrected
+  uint64_t taken_ns = 0, launched_ns = 0, landed_ns = 0;
+};
+
 InstanceState::InstanceState(ModelState* model, TRITONBACKEND_ModelInstance* instance, std::string device)
-    : model_(model), instance_(instance), device_(std::move(device)) {}
+    : model_(model), instance_(instance), device_(std::move(device)), warmup_left_(model->settings().warmup_requests) {}
 
 std::unique_ptr<InstanceState> InstanceState::Create(ModelState* model, TRITONBACKEND_ModelInstance* instance) {
   TRITONSERVER_InstanceGroupKind kind;
@@ -33,219 +44,327 @@ std::unique_ptr<InstanceState> InstanceState::Create(ModelState* model, TRITONBA
   const bool gpu = kind == TRITONSERVER_INSTANCEGROUPKIND_GPU;
   std::unique_ptr<InstanceState> state(
       new InstanceState(model, instance, gpu ? "cuda:" + std::to_string(device_id) : "cpu"));
+  state->gpu_ = gpu;
   const ModelSettings& s = model->settings();
   state->runtime_ = Runtime::Load(s, state->device_);
+  model->scheduler().AddLane(state->MeasureCosts());
+  InstanceState* self = state.get();
   if (gpu) {
-    // Every (batch, length) bucket runs once before the model reports ready, and the measured cost per bucket
-    // decides which length buckets share a pass.
-    state->batch_buckets_ = BatchBuckets(s.max_batch);
-    const auto start = std::chrono::steady_clock::now();
-    Costs costs;
-    std::string table;
-    for (int64_t b : state->batch_buckets_)
-      for (int64_t l : model->length_buckets()) {
-        costs[{b, l}] = state->runtime_->Warm(b, l, 5);
-        table.append(" ").append(std::to_string(b)).append("x").append(std::to_string(l));
-        table.append(" ").append(Millis(costs[{b, l}]));
-      }
-    const double warm_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    BERTSERVE_LOG(INFO, s.name + ": " + std::to_string(costs.size()) + " buckets captured and timed in " +
-                            Millis(warm_s) + " ms; median ms per call (batch x length):" + table);
-    state->costs_ = std::move(costs);
-    // Its own thread: batches of this instance run one at a time on its stream, beside the other instances'.
-    state->own_pool_ = std::make_unique<ComputePool>(1, 1);
-    state->pool_ = state->own_pool_.get();
+    model->HostPool();  // made before the first request needs it
+    state->feeder_ = std::thread([self] { self->Feed(); });
+    state->completer_ = std::thread([self] { self->Complete(); });
   } else {
     state->pool_ = &SharedComputePool(s.threads);
+    state->waker_ = model->scheduler().Subscribe([self] { self->Wake(); });
   }
   BERTSERVE_LOG(INFO, s.name + ": instance loaded on " + state->device_);
   return state;
 }
 
+CostModel InstanceState::MeasureCosts() {
+  const ModelSettings& s = model_->settings();
+  const std::vector<int64_t>& lengths = model_->length_buckets();
+  const auto start = std::chrono::steady_clock::now();
+  std::string table;
+  auto time = [&](int64_t b, int64_t l, int calls) {
+    const double seconds = runtime_->Warm(b, l, calls);
+    table.append(" ").append(std::to_string(b)).append("x").append(std::to_string(l)).append(" ").append(Millis(seconds));
+    return seconds;
+  };
+  std::optional<CostModel> costs;
+  if (gpu_) {
+    // Every (batch, length) bucket runs once before the model reports ready: captured and timed.
+    batch_buckets_ = BatchBuckets(s.max_batch);
+    Costs measured;
+    for (int64_t b : batch_buckets_)
+      for (int64_t l : lengths) measured[{b, l}] = time(b, l, 5);
+    graph_costs_ = measured;
+    costs.emplace(std::move(measured), batch_buckets_, lengths);
+  } else {
+    // Two shapes, extended linearly in padded tokens; completed batches correct it.
+    const int64_t b2 = std::min<int64_t>(8, s.max_batch), l2 = std::min<int64_t>(64, s.max_seq);
+    const double small = time(1, lengths.front(), 2), large = time(b2, l2, 2);
+    costs.emplace(CostModel::Fit(1, lengths.front(), small, b2, l2, large, s.max_batch, lengths));
+  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  BERTSERVE_LOG(INFO, s.name + ": forward costs measured in " + Millis(took) +
+                          " ms; median ms per call (batch x length):" + table);
+  return *costs;
+}
+
 InstanceState::~InstanceState() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  idle_.wait(lock, [this] { return !serving_ && queue_.empty(); });
+  Scheduler& scheduler = model_->scheduler();
+  stopping_ = true;
+  if (gpu_) {
+    scheduler.WakeAll();
+    if (feeder_.joinable()) feeder_.join();
+    if (completer_.joinable()) completer_.join();
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [this] { return answering_ == 0; });
+  } else {
+    scheduler.Unsubscribe(waker_);
+    Wake();  // what is still queued is served before the instance goes
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [this] { return !posted_; });
+  }
 }
 
 void InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count) noexcept {
-  std::vector<std::unique_ptr<Pending>> pending;  // an entry handed to the queue becomes null
+  const ModelSettings& s = model_->settings();
   const uint64_t now = NowNs();
+  uint32_t handed = 0;  // requests before this one are answered or handed on
   try {
-    pending.reserve(count);
-    for (uint32_t i = 0; i < count; ++i) {
-      pending.push_back(std::make_unique<Pending>());
-      Pending& p = *pending.back();
-      p.request = requests[i];
-      p.arrived_ns = now;
-      p.Read(model_->settings());
-      if (p.error) Refuse(p, *p.error);
-    }
-    Enqueue(pending);
-  } catch (const std::exception& e) {  // e.g. out of memory: answer what is left rather than take the server down
-    BERTSERVE_LOG(ERROR, model_->settings().name + ": execute failed: " + e.what());
-    for (uint32_t i = 0; i < count; ++i) {
-      if (i >= pending.size()) {  // never read
-        FailUnread(requests[i], e.what());
-      } else if (Pending* p = pending[i].get(); p != nullptr && !p->released) {
-        if (!p->responded) {
-          p->error = Internal(e.what());
-          p->Respond(model_->settings(), model_->metrics());
-        }
-        p->Finish(instance_, now, now, now, NowNs());
+    for (; handed < count; ++handed) {
+      auto p = std::make_unique<Pending>();
+      p->request = requests[handed];
+      p->arrived_ns = now;
+      p->Read(s);
+      if (warmup_left_ > 0) p->warmup = warmup_left_-- > 0;
+      if (p->error) {
+        p->Fail(*p->error, instance_, s, model_->metrics());
+        continue;
+      }
+      model_->scheduler().Preparing();
+      if (!gpu_) {
+        Prepare(std::move(p));
+        continue;
+      }
+      auto held = std::make_shared<std::unique_ptr<Pending>>(std::move(p));
+      try {
+        model_->HostPool().Post([this, held] { Prepare(std::move(*held)); });
+      } catch (...) {
+        model_->scheduler().Abandon();
+        throw;
       }
     }
+  } catch (const std::exception& e) {  // e.g. out of memory: answer what is left rather than take the server down
+    BERTSERVE_LOG(ERROR, s.name + ": execute failed: " + e.what());
+    for (uint32_t i = handed; i < count; ++i) {
+      TRITONBACKEND_Response* response = nullptr;
+      if (TRITONBACKEND_ResponseNew(&response, requests[i]) == nullptr) {
+        ErrorPtr error(TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, e.what()));
+        ErrorPtr(TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, error.get()));
+      }
+      ErrorPtr(TRITONBACKEND_RequestRelease(requests[i], TRITONSERVER_REQUEST_RELEASE_ALL));
+    }
   }
 }
 
-void InstanceState::FailUnread(TRITONBACKEND_Request* request, const char* what) noexcept {
-  TRITONBACKEND_Response* response = nullptr;
-  if (TRITONBACKEND_ResponseNew(&response, request) == nullptr) {
-    ErrorPtr error(TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, what));
-    ErrorPtr(TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, error.get()));
-  }
-  ErrorPtr(TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL));
-}
-
-void InstanceState::Refuse(Pending& p, RequestError error) {
-  p.error = std::move(error);
-  p.Respond(model_->settings(), model_->metrics());
-  const uint64_t now = NowNs();
-  p.Finish(instance_, p.arrived_ns, now, now, now);
-  model_->metrics().Request(Seconds(p.arrived_ns, now));
-}
-
-void InstanceState::Serve(const std::vector<Pending*>& batch, uint64_t exec_start) {
+void InstanceState::Prepare(std::unique_ptr<Pending> p) noexcept {
   const ModelSettings& s = model_->settings();
-  if (const tokenizer::Tokenizer* tokenizer = model_->tokenizer()) {
-    for (Pending* p : batch) p->Tokenize(s, *tokenizer);  // here, on the compute thread: execute never waits on it
+  Scheduler& scheduler = model_->scheduler();
+  try {
+    if (const tokenizer::Tokenizer* tokenizer = model_->tokenizer()) {
+      const uint64_t start = NowNs();
+      p->Tokenize(s, *tokenizer);
+      model_->metrics().StageTime(Stage::kTokenize, Seconds(start, NowNs()));
+    }
+  } catch (const std::exception& e) {
+    p->error = Internal(std::string("tokenizing failed: ") + e.what());
   }
-  const uint64_t tokenized = NowNs();
+  if (p->error) {
+    scheduler.Abandon();
+    p->Fail(*p->error, instance_, s, model_->metrics());
+    return;
+  }
+  scheduler.Submit(std::move(p), instance_);
+}
+
+void InstanceState::Launch(Flight& flight) {
+  const ModelSettings& s = model_->settings();
+  Flight* f = &flight;
   std::vector<ValidRequest> valid;
-  uint64_t rows = 0;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    if (batch[i]->error) continue;  // a text too long to keep (truncate=false)
-    valid.push_back({i, &batch[i]->batch, batch[i]->lengths});
-    rows += static_cast<uint64_t>(batch[i]->batch.rows());
+  CostModel& costs = model_->scheduler().costs();
+  for (size_t i = 0; i < f->batch.size(); ++i) {
+    Pending& p = *f->batch[i];
+    valid.push_back({i, &p.batch, p.lengths});
+    f->rows += p.rows();
+    for (int64_t length : p.lengths) f->work_s += costs.RowWork(length);
+    p.embedding.resize(static_cast<size_t>(p.rows() * s.hidden));
   }
-  Collated collated = Collate(valid, model_->length_buckets(), batch_buckets_, costs_ ? &*costs_ : nullptr);
-  const uint64_t compute_start = NowNs();
-  std::vector<float> out;
-  for (const Group& g : collated.groups) {
-    out.resize(g.batch * s.hidden);
+  f->collated = Collate(valid, model_->length_buckets(), batch_buckets_, graph_costs_ ? &*graph_costs_ : nullptr);
+  f->launched_ns = NowNs();
+  for (const Group& g : f->collated.groups) {
+    f->predicted_s += costs.Measured(g.batch, g.seq);
     try {
-      runtime_->Run(g.ids.data(), g.mask.data(), g.batch, g.seq, out.data());
+      f->passes.push_back(runtime_->Start(g.ids.data(), g.mask.data(), g.batch, g.seq));
     } catch (const std::exception& e) {  // one failed forward fails only the requests in it
       BERTSERVE_LOG(ERROR, s.name + ": forward failed for a batch of shape [" + std::to_string(g.batch) + ", " +
                                std::to_string(g.seq) + "]: " + e.what());
-      for (const auto& [req, row] : g.rows) batch[req]->error = Internal(std::string("inference failed: ") + e.what());
+      f->passes.push_back(nullptr);
+      for (const auto& [req, row] : g.rows) f->batch[req]->error = Internal(std::string("inference failed: ") + e.what());
+    }
+  }
+}
+
+void InstanceState::Land(Flight& f) {
+  const ModelSettings& s = model_->settings();
+  std::vector<float> out;
+  for (size_t k = 0; k < f.collated.groups.size(); ++k) {
+    const Group& g = f.collated.groups[k];
+    if (f.passes[k] == nullptr) continue;
+    out.resize(static_cast<size_t>(g.batch * s.hidden));
+    try {
+      f.passes[k]->Finish(out.data());
+    } catch (const std::exception& e) {
+      BERTSERVE_LOG(ERROR, s.name + ": forward failed: " + e.what());
+      for (const auto& [req, row] : g.rows) f.batch[req]->error = Internal(std::string("inference failed: ") + e.what());
       continue;
     }
-    for (size_t k = 0; k < g.rows.size(); ++k) {
-      Pending& p = *batch[g.rows[k].first];
-      p.embedding.resize(p.rows() * s.hidden);
-      std::copy_n(out.data() + k * s.hidden, s.hidden, p.embedding.data() + g.rows[k].second * s.hidden);
+    for (size_t i = 0; i < g.rows.size(); ++i) {
+      const auto& [req, row] = g.rows[i];
+      std::copy_n(out.data() + i * s.hidden, s.hidden, f.batch[req]->embedding.data() + row * s.hidden);
     }
   }
-  const uint64_t compute_end = NowNs();
-  for (Pending* p : batch) p->Respond(s, model_->metrics());
-  const uint64_t exec_end = NowNs();
-  for (Pending* p : batch) p->Finish(instance_, exec_start, compute_start, compute_end, exec_end);
-  if (collated.groups.empty()) return;
-  ErrorPtr(TRITONBACKEND_ModelInstanceReportBatchStatistics(instance_, rows, exec_start, compute_start, compute_end,
-                                                            exec_end));
-  Metrics& m = model_->metrics();
-  if (s.text()) m.StageTime(Stage::kTokenize, Seconds(exec_start, tokenized));
-  m.StageTime(Stage::kCollate, Seconds(s.text() ? tokenized : exec_start, compute_start));
-  m.StageTime(Stage::kInfer, Seconds(compute_start, compute_end));
-  m.StageTime(Stage::kRespond, Seconds(compute_end, exec_end));
-  m.Batch(static_cast<int64_t>(rows), collated.padding_ratio(), collated.real_tokens);
-  for (Pending* p : batch) m.Request(Seconds(p->arrived_ns, exec_end));
+  f.passes.clear();
+  f.landed_ns = NowNs();
 }
 
-uint64_t InstanceState::DeadlineUs(const Pending& p, bool overloaded) const {
-  uint64_t client = 0;  // the client's own timeout, where it sent one: it holds whatever the load
-  ErrorPtr(TRITONBACKEND_InferenceRequestTimeoutMicroseconds(p.request, &client));
-  // The model's holds only while more than a batch waits: shedding is for overload, not for a request that a
-  // scheduling hiccup delayed while the queue is short and about to run it.
-  const uint64_t model = overloaded ? model_->settings().queue_timeout_us : 0;
-  if (client == 0 || model == 0) return std::max(client, model);  // 0: none
-  return std::min(client, model);
-}
-
-void InstanceState::Enqueue(std::vector<std::unique_ptr<Pending>>& pending) {
+void InstanceState::Answer(Flight& f) noexcept {
   const ModelSettings& s = model_->settings();
-  bool post = false;
+  Metrics& m = model_->metrics();
+  for (auto& p : f.batch) {
+    try {
+      p->Respond(s, m);
+    } catch (const std::exception& e) {
+      BERTSERVE_LOG(ERROR, s.name + ": responding failed: " + e.what());
+    }
+  }
+  const uint64_t end = NowNs();
+  for (auto& p : f.batch) p->Finish(instance_, f.taken_ns, f.launched_ns, f.landed_ns, end);
+  if (f.collated.groups.empty()) return;
+  ErrorPtr(TRITONBACKEND_ModelInstanceReportBatchStatistics(instance_, static_cast<uint64_t>(f.rows), f.taken_ns,
+                                                            f.launched_ns, f.landed_ns, end));
+  m.StageTime(Stage::kCollate, Seconds(f.taken_ns, f.launched_ns));
+  m.StageTime(Stage::kInfer, Seconds(f.launched_ns, f.landed_ns));
+  m.StageTime(Stage::kRespond, Seconds(f.landed_ns, end));
+  m.Batch(f.rows, f.collated.padding_ratio(), f.collated.real_tokens);
+  for (auto& p : f.batch) m.Request(Seconds(p->arrived_ns, end));
+}
+
+void InstanceState::Fail(Flight& f, const std::string& what) noexcept {
+  BERTSERVE_LOG(ERROR, model_->settings().name + ": serving a batch failed: " + what);
+  for (auto& p : f.batch) {
+    if (!p->released) p->Fail(Internal(what), instance_, model_->settings(), model_->metrics());
+  }
+}
+
+void InstanceState::Feed() {
+  Scheduler& scheduler = model_->scheduler();
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [this] { return in_flight_ < kBatchesInFlight; });
+    }
+    auto f = std::make_unique<Flight>();
+    f->batch = scheduler.Take(instance_, /*block=*/true, stopping_);
+    if (f->batch.empty()) {
+      if (stopping_ && scheduler.Idle()) break;
+      continue;  // what was taken had all expired
+    }
+    f->taken_ns = NowNs();
+    try {
+      Launch(*f);
+    } catch (const std::exception& e) {
+      scheduler.Done(f->work_s);
+      Fail(*f, e.what());
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      flights_.push_back(std::move(f));
+      ++in_flight_;
+    }
+    changed_.notify_all();
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& p : pending) {
-      if (p->error) continue;  // refused already
-      const int64_t rows = p->rows();
-      if (s.max_queue_rows > 0 && !queue_.empty() && queued_rows_ + rows > s.max_queue_rows) continue;
-      queued_rows_ += rows;
-      queue_.push_back(std::move(p));
+    fed_ = true;
+  }
+  changed_.notify_all();
+}
+
+void InstanceState::Complete() {
+  Scheduler& scheduler = model_->scheduler();
+  for (;;) {
+    std::shared_ptr<Flight> f;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [this] { return !flights_.empty() || fed_; });
+      if (flights_.empty()) return;
+      f = std::move(flights_.front());
+      flights_.pop_front();
     }
-    if (!serving_ && !queue_.empty()) serving_ = post = true;
+    try {
+      Land(*f);
+    } catch (const std::exception& e) {
+      for (auto& p : f->batch) p->error = Internal(e.what());
+    }
+    // Service time: from when the device could start it (launch, or the previous batch's landing) to landing.
+    const uint64_t began = std::max(f->launched_ns, last_landed_ns_);
+    last_landed_ns_ = f->landed_ns;
+    scheduler.costs().Observe(f->predicted_s, Seconds(began, f->landed_ns));
+    scheduler.Done(f->work_s);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      --in_flight_;
+      ++answering_;
+    }
+    changed_.notify_all();
+    auto answer = [this, f] {
+      Answer(*f);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        --answering_;
+      }
+      changed_.notify_all();
+    };
+    try {
+      model_->HostPool().Post(answer);
+    } catch (const std::exception&) {
+      answer();  // no host thread to be had: answer here
+    }
   }
-  if (post) pool_->Post([this] { ServeQueued(); });
-  for (auto& p : pending) {
-    if (p == nullptr || p->released) continue;
-    Refuse(*p, Unavailable("queue_full", s.name + " is overloaded: " + std::to_string(s.max_queue_rows) +
-                                             " sequences are already waiting; retry later"));
+}
+
+void InstanceState::Wake() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (posted_) return;
+    posted_ = true;
   }
+  pool_->Post([this] { ServeQueued(); });
 }
 
 void InstanceState::ServeQueued() {
-  const ModelSettings& s = model_->settings();
-  const uint64_t start = NowNs();
-  std::vector<std::unique_ptr<Pending>> taken, expired;
-  std::vector<uint64_t> deadlines_us;  // of the expired
+  Scheduler& scheduler = model_->scheduler();
+  Flight f;
+  f.batch = scheduler.Take(instance_, /*block=*/false, stopping_);
+  if (!f.batch.empty()) {
+    f.taken_ns = NowNs();
+    try {
+      Launch(f);
+      Land(f);
+      scheduler.costs().Observe(f.predicted_s, Seconds(f.launched_ns, f.landed_ns));
+      scheduler.Done(f.work_s);
+      Answer(f);
+    } catch (const std::exception& e) {
+      scheduler.Done(f.work_s);
+      Fail(f, e.what());
+    }
+  }
+  bool again = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    const bool overloaded = queued_rows_ > s.max_batch;
-    int64_t rows = 0;
-    while (!queue_.empty()) {
-      Pending& p = *queue_.front();
-      const int64_t r = p.rows();
-      const uint64_t deadline_us = DeadlineUs(p, overloaded);
-      const bool late = deadline_us > 0 && start > p.arrived_ns && start - p.arrived_ns > deadline_us * 1000;
-      if (late) deadlines_us.push_back(deadline_us);
-      if (!late && rows > 0 && rows + r > s.max_batch) break;
-      queued_rows_ -= r;
-      (late ? expired : taken).push_back(std::move(queue_.front()));
-      queue_.pop_front();
-      if (!late) rows += r;
-    }
+    again = !scheduler.Idle();
+    posted_ = again;
   }
-  for (size_t i = 0; i < expired.size(); ++i) {
-    const uint64_t waited_us = (start - expired[i]->arrived_ns) / 1000;
-    Refuse(*expired[i], Unavailable("queue_timeout", s.name + ": the request waited " + Ms(waited_us) +
-                                                         " in the queue, past its deadline of " + Ms(deadlines_us[i])));
+  // The next batch goes to the back of the pool's queue: models and instances take turns.
+  if (again) {
+    pool_->Post([this] { ServeQueued(); });
+  } else {
+    changed_.notify_all();
   }
-  std::vector<Pending*> batch;
-  for (auto& p : taken) batch.push_back(p.get());
-  try {
-    if (!batch.empty()) Serve(batch, start);
-  } catch (const std::exception& e) {
-    BERTSERVE_LOG(ERROR, s.name + ": serving a batch failed: " + e.what());
-    for (Pending* p : batch) {
-      if (!p->responded) {
-        p->error = Internal(e.what());
-        p->Respond(s, model_->metrics());
-      }
-      p->Finish(instance_, start, start, start, NowNs());
-    }
-  }
-  bool post = false;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (queue_.empty()) {
-      serving_ = false;
-      idle_.notify_all();
-    } else {
-      post = true;  // the next batch goes to the back of the pool's queue: models and instances take turns
-    }
-  }
-  if (post) pool_->Post([this] { ServeQueued(); });
 }
 
 }  // namespace bertserve

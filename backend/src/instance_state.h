@@ -1,21 +1,27 @@
-// One instance of an encoder model: its loaded runtime and how it serves what execute hands it.
+// One instance of an encoder model: its loaded runtime, and the loop that serves batches from the model's
+// scheduler (scheduler.h) on it.
 //
-// Execute only reads and validates its requests, queues the valid ones and returns; batches are taken from the
-// queue on a compute pool thread: on the CPU the pool all models share (compute_pool.h), on CUDA one thread of
-// the instance's own (its stream and CUDA graphs). Triton's instance thread is therefore always waiting for
-// work, so its dynamic batcher never stalls (with a queue policy, tritonserver 2.51 waits for a busy instance
-// by polling every 500 ms), and the backend, which sees every queued request, does the load shedding: a full
-// queue refuses at once; a request that waited past its deadline (the client's timeout, or the model's while
-// more than a batch waits) is refused when its turn comes (both UNAVAILABLE). Whatever arrives while a forward
-// runs is batched into the next one.
+// Execute only reads and validates its requests and hands them on: on CUDA to the model's host threads, which
+// tokenize and submit them; on the CPU it tokenizes and submits them itself (a second busy thread would take a
+// core from the forward's OpenMP team). Triton's instance thread is therefore always waiting for work and its
+// dynamic batcher never stalls.
+//
+// On CUDA each instance runs two threads of its own. The feeder takes a batch, collates it and queues its passes
+// on the instance's stream, with up to two batches in flight: the next batch is collated and queued while the
+// device computes the current one. The completion thread waits for each batch's passes and hands the responses
+// to the host threads, so nothing a frontend does inside ResponseSend (HTTP's JSON formatting) holds up the
+// device. On the CPU a batch runs as one task on the compute pool that every model shares (compute_pool.h):
+// collate, forward, respond.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "batching.h"
@@ -29,40 +35,54 @@ namespace bertserve {
 
 class InstanceState {
  public:
-  // Loads the artifact on the instance's device (on CUDA, captures and times every bucket).
+  // Loads the artifact on the instance's device and measures what a forward costs (on CUDA, captures and times
+  // every bucket), then starts serving from the model's queue.
   static std::unique_ptr<InstanceState> Create(ModelState* model, TRITONBACKEND_ModelInstance* instance);
-  ~InstanceState();  // waits until every queued request has been answered
+  ~InstanceState();  // serves what is queued, then stops
 
-  // Answers every request (one response each, a bad request fails alone) and releases it. Never throws.
+  // Answers every request (one response each, a bad request fails alone) or hands it on. Never throws.
   void Execute(TRITONBACKEND_Request** requests, uint32_t count) noexcept;
 
  private:
+  struct Flight;  // a batch from its launch to its responses
+
   InstanceState(ModelState* model, TRITONBACKEND_ModelInstance* instance, std::string device);
-  // Collates, runs, responds to and releases valid requests; exec_start_ns: when their execution began.
-  void Serve(const std::vector<Pending*>& batch, uint64_t exec_start_ns);
-  void Refuse(Pending& p, RequestError error);
-  // Queues the valid requests that fit (their entries become null) and refuses the others.
-  void Enqueue(std::vector<std::unique_ptr<Pending>>& pending);
-  // Answers a request execute could not even read (INTERNAL) and releases it.
-  void FailUnread(TRITONBACKEND_Request* request, const char* what) noexcept;
-  void ServeQueued();  // on a compute pool thread: one batch from the queue
-  // The longest `p` may wait (0: none): the client's timeout, and the model's while `overloaded`.
-  uint64_t DeadlineUs(const Pending& p, bool overloaded) const;
+  CostModel MeasureCosts();
+  void Prepare(std::unique_ptr<Pending> p) noexcept;  // tokenizes (text models) and submits
+  void Launch(Flight& f);         // collates and starts the passes (the batch stays in `f` if it throws)
+  void Land(Flight& f);           // waits for the passes and scatters their rows
+  void Answer(Flight& f) noexcept;  // responses, statistics, metrics
+  void Fail(Flight& f, const std::string& what) noexcept;
+  void Feed();        // CUDA: the feeder thread
+  void Complete();    // CUDA: the completion thread
+  void Wake();        // CPU: posts ServeQueued unless one is posted
+  void ServeQueued();  // CPU: one batch on a compute pool thread
 
   ModelState* model_;
   TRITONBACKEND_ModelInstance* instance_;
   std::string device_;
+  bool gpu_ = false;
   std::unique_ptr<Runtime> runtime_;
   std::vector<int64_t> batch_buckets_;  // CUDA: batches are padded to these (one graph per bucket)
-  std::optional<Costs> costs_;          // CUDA: measured per (batch, length) bucket
+  std::optional<Costs> graph_costs_;    // CUDA: measured per (batch, length) bucket, for Collate
+  // Triton sends each instance the config's warm-up requests first, before the model is ready, and gives them no
+  // id: the first this many requests an instance receives are admitted whatever the queue.
+  int64_t warmup_left_ = 0;
 
-  std::unique_ptr<ComputePool> own_pool_;  // CUDA
-  ComputePool* pool_ = nullptr;            // where queued batches run
   std::mutex mutex_;
-  std::condition_variable idle_;
-  std::deque<std::unique_ptr<Pending>> queue_;
-  int64_t queued_rows_ = 0;
-  bool serving_ = false;  // a ServeQueued is posted or running
+  std::condition_variable changed_;
+  std::atomic<bool> stopping_{false};
+  // CUDA
+  std::deque<std::unique_ptr<Flight>> flights_;  // launched, not landed
+  int in_flight_ = 0;
+  bool fed_ = false;  // the feeder has stopped
+  int answering_ = 0;  // batches whose responses a host thread is sending
+  uint64_t last_landed_ns_ = 0;
+  std::thread feeder_, completer_;
+  // CPU
+  ComputePool* pool_ = nullptr;
+  bool posted_ = false;
+  int waker_ = -1;
 };
 
 }  // namespace bertserve

@@ -41,12 +41,16 @@ Metrics::Metrics(const std::string& model) {
     auto* tokens = Family(TRITONSERVER_METRIC_KIND_COUNTER, "tokens_total", "Real tokens processed");
     auto* failures =
         Family(TRITONSERVER_METRIC_KIND_COUNTER, "failures_total", "Rejected or failed requests by reason");
+    auto* backlog = Family(TRITONSERVER_METRIC_KIND_GAUGE, "queue_backlog_seconds",
+                           "Predicted compute seconds queued and in flight per serving lane: how long a request "
+                           "arriving now would wait before its batch starts");
     const std::map<std::string, std::string> labels{{"model", model}};
     request_ = Child(request, labels, &kLatencyBuckets);
     for (const auto& [s, name] : kStages) stages_[s] = Child(stage, {{"model", model}, {"stage", name}}, &kLatencyBuckets);
     batch_size_ = Child(batch, labels, &kBatchBuckets);
     padding_ = Child(padding, labels, &kRatioBuckets);
     tokens_ = Child(tokens, labels, nullptr);
+    backlog_ = Child(backlog, labels, nullptr);
     for (const char* r : kReasons) failures_[r] = Child(failures, {{"model", model}, {"reason", r}}, nullptr);
   } catch (const std::exception& e) {
     BERTSERVE_LOG(WARN, model + ": serving without bertserve_* metrics: " + e.what());
@@ -104,6 +108,10 @@ void Metrics::Batch(int64_t rows, double padding_ratio, int64_t real_tokens) {
   Record(TRITONSERVER_MetricObserve, batch_size_, static_cast<double>(rows));
   Record(TRITONSERVER_MetricObserve, padding_, padding_ratio);
   Record(TRITONSERVER_MetricIncrement, tokens_, static_cast<double>(real_tokens));
+}
+
+void Metrics::Backlog(double seconds) {
+  if (enabled_) Record(TRITONSERVER_MetricSet, backlog_, seconds);
 }
 
 void Metrics::Failure(const std::string& reason) {

@@ -26,6 +26,8 @@ class Metrics {
   void StageTime(Stage stage, double seconds);
   void Batch(int64_t rows, double padding_ratio, int64_t real_tokens);
   void Failure(const std::string& reason);
+  // Seconds of predicted compute queued and in flight (per lane).
+  void Backlog(double seconds);
 
  private:
   TRITONSERVER_MetricFamily* Family(TRITONSERVER_MetricKind kind, const char* name, const char* description);
@@ -40,6 +42,7 @@ class Metrics {
   TRITONSERVER_Metric* batch_size_ = nullptr;
   TRITONSERVER_Metric* padding_ = nullptr;
   TRITONSERVER_Metric* tokens_ = nullptr;
+  TRITONSERVER_Metric* backlog_ = nullptr;
   std::map<std::string, TRITONSERVER_Metric*> failures_;
 };
 

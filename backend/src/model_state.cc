@@ -1,5 +1,6 @@
 #include "model_state.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -32,7 +33,15 @@ std::unique_ptr<tokenizer::Tokenizer> LoadTokenizer(const ModelSettings& s) {
 ModelState::ModelState(ModelSettings settings)
     : settings_(std::move(settings)),
       length_buckets_(LengthBuckets(settings_.max_seq)),
-      metrics_(std::make_unique<Metrics>(settings_.name)) {}
+      metrics_(std::make_unique<Metrics>(settings_.name)),
+      scheduler_(std::make_unique<Scheduler>(settings_, *metrics_)) {}
+
+ComputePool& ModelState::HostPool() {
+  std::lock_guard<std::mutex> lock(host_pool_mutex_);
+  // Half the CPUs, 2 to 8: enough to tokenize and answer 50k short texts a second beside the feeders.
+  if (!host_pool_) host_pool_ = std::make_unique<ComputePool>(std::clamp(UsableCpus() / 2, 2, 8), 1);
+  return *host_pool_;
+}
 
 std::unique_ptr<ModelState> ModelState::Create(TRITONBACKEND_Model* model) {
   const char* name = nullptr;

@@ -1,10 +1,14 @@
-// What the instances of one encoder model share: its settings (config + verified manifest) and its metrics.
+// What the instances of one encoder model share: its settings (config + verified manifest), its metrics, its
+// scheduler (one queue for all its instances) and, on CUDA, the host threads that prepare and answer requests.
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <vector>
 
+#include "compute_pool.h"
 #include "metrics.h"
+#include "scheduler.h"
 #include "settings.h"
 #include "tokenizer/tokenizer.h"
 #include "triton_api.h"
@@ -19,6 +23,9 @@ class ModelState {
   const ModelSettings& settings() const { return settings_; }
   const std::vector<int64_t>& length_buckets() const { return length_buckets_; }
   Metrics& metrics() { return *metrics_; }
+  Scheduler& scheduler() { return *scheduler_; }
+  // CUDA models: the threads that tokenize requests and send responses beside the device's work (made on first use).
+  ComputePool& HostPool();
   // Text models only (settings().text()).
   const tokenizer::Tokenizer* tokenizer() const { return tokenizer_.get(); }
 
@@ -28,6 +35,9 @@ class ModelState {
   std::vector<int64_t> length_buckets_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::mutex host_pool_mutex_;
+  std::unique_ptr<ComputePool> host_pool_;
 };
 
 }  // namespace bertserve

@@ -15,6 +15,7 @@ constexpr const char* kOutput = "embedding";
 constexpr const char* kText = "TEXT";
 constexpr const char* kTextOutput = "EMBEDDING";
 constexpr const char* kTruncatedOutput = "TRUNCATED";
+constexpr const char* kTokensOutput = "TOKENS";
 
 RequestError BadShape(const std::string& message) { return {"bad_shape", message}; }
 
@@ -144,6 +145,18 @@ bool TruncateRequested(TRITONBACKEND_Request* request) {
   return true;
 }
 
+// Whether the request asks for the output `name`.
+bool Requested(TRITONBACKEND_Request* request, std::string_view name) {
+  uint32_t count = 0;
+  Check(TRITONBACKEND_RequestOutputCount(request, &count), "requested outputs");
+  for (uint32_t i = 0; i < count; ++i) {
+    const char* output = nullptr;
+    Check(TRITONBACKEND_RequestOutputName(request, i, &output), "requested output");
+    if (output != nullptr && name == output) return true;
+  }
+  return false;
+}
+
 // One [rows, n] output of the response, copied from `data`.
 TRITONSERVER_Error* WriteOutput(TRITONBACKEND_Response* response, const char* name, TRITONSERVER_DataType dtype,
                                 const int64_t* shape, const void* data, uint64_t bytes) {
@@ -183,6 +196,7 @@ void Pending::Read(const ModelSettings& s) {
   try {
     if (s.text()) {
       truncate = TruncateRequested(request);
+      wants_tokens = Requested(request, kTokensOutput);
       error = ReadTexts(request, &texts);
       return;
     }
@@ -238,6 +252,11 @@ void Pending::Respond(const ModelSettings& s, Metrics& metrics) {
       const int64_t flag_shape[2] = {rows(), 1};
       e = WriteOutput(response, kTruncatedOutput, TRITONSERVER_TYPE_BOOL, flag_shape, truncated.data(), truncated.size());
     }
+    if (e == nullptr && wants_tokens) {
+      const int64_t count_shape[2] = {rows(), 1};
+      e = WriteOutput(response, kTokensOutput, TRITONSERVER_TYPE_INT64, count_shape, lengths.data(),
+                      lengths.size() * sizeof(int64_t));
+    }
     if (e != nullptr) {
       ErrorPtr owned(e);
       error = Internal(std::string("cannot write the output: ") + TRITONSERVER_ErrorMessage(e));
@@ -253,6 +272,15 @@ void Pending::Respond(const ModelSettings& s, Metrics& metrics) {
     BERTSERVE_LOG(ERROR, std::string("cannot send a response: ") + TRITONSERVER_ErrorMessage(e));
     ErrorPtr(TRITONBACKEND_ResponseDelete(response));
   }
+}
+
+void Pending::Fail(RequestError e, TRITONBACKEND_ModelInstance* instance, const ModelSettings& settings,
+                   Metrics& metrics) {
+  error = std::move(e);
+  if (!responded) Respond(settings, metrics);
+  const uint64_t now = NowNs();
+  Finish(instance, arrived_ns, now, now, now);
+  metrics.Request(now > arrived_ns ? static_cast<double>(now - arrived_ns) * 1e-9 : 0.0);
 }
 
 void Pending::Finish(TRITONBACKEND_ModelInstance* instance, uint64_t exec_start_ns, uint64_t compute_start_ns,

@@ -1,5 +1,7 @@
 // One inference request while the backend holds it: its inputs read and validated, its embedding or its error,
 // then one response, its statistics and its release. Every request the backend accepts leaves through Finish.
+// Its path: read in execute, prepared (tokenized) on a host thread, admitted or refused by the model's scheduler,
+// batched, then answered from wherever its batch completes.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +29,8 @@ struct Pending {
   bool truncate = true;
   std::vector<uint8_t> truncated;
   std::vector<float> embedding;  // [rows, hidden]
+  bool wants_tokens = false;     // text models: the client asked for TOKENS (tokens per text)
+  bool warmup = false;           // one of Triton's warm-up requests: never refused
   bool responded = false;        // a final response went out (or could not be created)
   bool released = false;
 
@@ -37,6 +41,8 @@ struct Pending {
   int64_t rows() const { return texts.empty() ? batch.rows() : static_cast<int64_t>(texts.size()); }
   // Sends the one response (the embedding, or the error with its status) and counts a failure by reason.
   void Respond(const ModelSettings& settings, Metrics& metrics);
+  // Answers with `error` at once (refused or failed before it was batched), with its statistics and metrics.
+  void Fail(RequestError error, TRITONBACKEND_ModelInstance* instance, const ModelSettings& settings, Metrics& metrics);
   // Reports the request's statistics to Triton (exec_start_ns: when its execution began) and releases it.
   void Finish(TRITONBACKEND_ModelInstance* instance, uint64_t exec_start_ns, uint64_t compute_start_ns,
               uint64_t compute_end_ns, uint64_t exec_end_ns);

@@ -12,13 +12,23 @@
 namespace bertserve {
 namespace {
 
+// A CPU forward has run by the time Start returns: its pass holds the result.
+class HostPass : public Pass {
+ public:
+  explicit HostPass(at::Tensor result) : result_(std::move(result)) {}
+  void Finish(float* out) override { std::copy_n(result_.const_data_ptr<float>(), result_.numel(), out); }
+
+ private:
+  at::Tensor result_;
+};
+
 // On the CPU the model reads the collated host buffers in place (on a compute pool thread: compute_pool.h).
 class HostRuntime : public Runtime {
  public:
   explicit HostRuntime(const ModelSettings& s)
       : Runtime(s.hidden), module_(Module::Load(s, c10::Device(c10::kCPU), false)) {}
 
-  void Run(const int64_t* ids, const int64_t* mask, int64_t batch, int64_t seq, float* out) override {
+  std::unique_ptr<Pass> Start(const int64_t* ids, const int64_t* mask, int64_t batch, int64_t seq) override {
     c10::InferenceMode guard;
     auto options = at::TensorOptions().dtype(at::kLong);
     at::Tensor t_ids = torch::from_blob(const_cast<int64_t*>(ids), {batch, seq}, options);
@@ -28,7 +38,7 @@ class HostRuntime : public Runtime {
       throw std::runtime_error("the model returned shape " + c10::str(result.sizes()) + ", expected [" +
                                std::to_string(batch) + ", " + std::to_string(hidden_) + "]");
     }
-    std::copy_n(result.const_data_ptr<float>(), batch * hidden_, out);
+    return std::make_unique<HostPass>(std::move(result));
   }
 
  private:
@@ -54,6 +64,10 @@ std::unique_ptr<Runtime> Runtime::Load(const ModelSettings& s, const std::string
     throw BackendError(TRITONSERVER_ERROR_INTERNAL, s.name + ": cannot load " + s.runtime + " artifact " +
                                                         s.artifact.string() + " on " + device + ": " + e.what());
   }
+}
+
+void Runtime::Run(const int64_t* ids, const int64_t* mask, int64_t batch, int64_t seq, float* out) {
+  Start(ids, mask, batch, seq)->Finish(out);
 }
 
 double Runtime::Warm(int64_t batch, int64_t seq, int timed_calls) {

@@ -1,9 +1,14 @@
-// The CUDA runtime: a CUDA graph per (batch, length) bucket, captured when the instance loads, holding the
-// copies too (pinned host inputs -> device, the model, the fp32 cast, device -> pinned host output). A call is
-// two host memcpys, one graph launch and one stream synchronize, on the instance's own stream.
+// The CUDA runtime: a CUDA graph per (batch, length) bucket, captured when the instance loads, over static device
+// buffers (ids and mask in, the fp32 embedding out). A pass copies its inputs into pinned host memory of its own,
+// then queues on the instance's stream: host -> device copies into the bucket's inputs, the graph, the device ->
+// host copy of its output, and an event. Start returns once all is queued, so the host collates the next batch
+// while the device computes this one; the stream orders passes that share a bucket's buffers, and each pass
+// owns its pinned memory until its event has completed.
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 #include <torch/torch.h>
 
 #include <cstring>
@@ -21,6 +26,30 @@ namespace {
 // (the default global mode made them fail, and the failed capture aborted the server).
 std::mutex capture_mutex;
 
+// One forward queued on the stream: its pinned buffers and the event that says the output has arrived.
+class GraphPass : public Pass {
+ public:
+  GraphPass(at::Tensor host_in, at::Tensor host_out) : host_in_(std::move(host_in)), host_out_(std::move(host_out)) {
+    C10_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  }
+  ~GraphPass() override {
+    if (!finished_) cudaEventSynchronize(done_);  // the device may still read or write the pinned buffers
+    cudaEventDestroy(done_);
+  }
+  void Record(cudaStream_t stream) { C10_CUDA_CHECK(cudaEventRecord(done_, stream)); }
+
+  void Finish(float* out) override {
+    finished_ = true;
+    C10_CUDA_CHECK(cudaEventSynchronize(done_));
+    std::memcpy(out, host_out_.const_data_ptr<float>(), static_cast<size_t>(host_out_.numel()) * sizeof(float));
+  }
+
+ private:
+  at::Tensor host_in_, host_out_;  // pinned: [2, batch, seq] ids and mask, [batch, hidden] output
+  cudaEvent_t done_ = nullptr;
+  bool finished_ = false;
+};
+
 class GraphRuntime : public Runtime {
  public:
   GraphRuntime(const ModelSettings& s, const c10::Device& device)
@@ -31,28 +60,38 @@ class GraphRuntime : public Runtime {
 
   // A graph is destroyed under the capture lock too: another instance may be capturing while this one unloads.
   ~GraphRuntime() override {
+    stream_.synchronize();
     std::lock_guard<std::mutex> one_capture(capture_mutex);
     buckets_.clear();
   }
 
-  void Run(const int64_t* ids, const int64_t* mask, int64_t batch, int64_t seq, float* out) override {
-    Bucket& b = BucketFor(batch, seq);
-    const size_t bytes = static_cast<size_t>(batch * seq) * sizeof(int64_t);
-    std::memcpy(b.host_ids.data_ptr<int64_t>(), ids, bytes);
-    std::memcpy(b.host_mask.data_ptr<int64_t>(), mask, bytes);
+  std::unique_ptr<Pass> Start(const int64_t* ids, const int64_t* mask, int64_t batch, int64_t seq) override {
     c10::cuda::CUDAGuard device_guard(device_);
     c10::cuda::CUDAStreamGuard stream_guard(stream_);
+    Bucket& b = BucketFor(batch, seq);
+    const size_t count = static_cast<size_t>(batch * seq), bytes = count * sizeof(int64_t);
+    // Pinned memory from torch's caching host allocator: after the first batches of a shape, no cudaHostAlloc.
+    at::Tensor host_in = at::empty({2, batch, seq}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
+    at::Tensor host_out = at::empty({batch, hidden_}, at::TensorOptions().dtype(at::kFloat).pinned_memory(true));
+    int64_t* in = host_in.mutable_data_ptr<int64_t>();
+    std::memcpy(in, ids, bytes);
+    std::memcpy(in + count, mask, bytes);
+    auto pass = std::make_unique<GraphPass>(host_in, host_out);
+    const cudaStream_t stream = stream_.stream();
+    C10_CUDA_CHECK(cudaMemcpyAsync(b.ids.mutable_data_ptr(), in, bytes, cudaMemcpyHostToDevice, stream));
+    C10_CUDA_CHECK(cudaMemcpyAsync(b.mask.mutable_data_ptr(), in + count, bytes, cudaMemcpyHostToDevice, stream));
     b.graph.replay();
-    // Before the host touches the pinned buffers again (this output, the next inputs).
-    stream_.synchronize();
-    std::memcpy(out, b.host_out.const_data_ptr<float>(), static_cast<size_t>(batch * hidden_) * sizeof(float));
+    C10_CUDA_CHECK(cudaMemcpyAsync(host_out.mutable_data_ptr(), b.out.const_data_ptr(),
+                                   static_cast<size_t>(batch * hidden_) * sizeof(float), cudaMemcpyDeviceToHost,
+                                   stream));
+    pass->Record(stream);
+    return pass;
   }
 
  private:
   struct Bucket {
     at::cuda::CUDAGraph graph;
-    at::Tensor host_ids, host_mask, host_out;  // pinned
-    at::Tensor ids, mask;                      // the graph's static device inputs, alive as long as it is
+    at::Tensor ids, mask, out;  // the graph's static device buffers, alive as long as it is
   };
 
   Bucket& BucketFor(int64_t batch, int64_t seq) {
@@ -66,21 +105,18 @@ class GraphRuntime : public Runtime {
     c10::cuda::CUDAGuard device_guard(device_);
     c10::cuda::CUDAStreamGuard stream_guard(stream_);  // never capture on the legacy default stream
     auto b = std::make_unique<Bucket>();
-    const auto pinned = at::TensorOptions().dtype(at::kLong).pinned_memory(true);
-    b->host_ids = at::empty({batch, seq}, pinned);
-    b->host_mask = at::empty({batch, seq}, pinned);
-    b->host_out = at::empty({batch, hidden_}, at::TensorOptions().dtype(at::kFloat).pinned_memory(true));
     b->ids = at::ones({batch, seq}, at::TensorOptions().dtype(at::kLong).device(device_));
     b->mask = at::ones({batch, seq}, at::TensorOptions().dtype(at::kLong).device(device_));
     for (int i = 0; i < 2; ++i) module_->Forward({b->ids, b->mask}, stream_.stream());  // allocations settle
     stream_.synchronize();
-    // Same dtype and contiguous on both sides, so each copy_ is one captured memcpy.
     std::lock_guard<std::mutex> one_capture(capture_mutex);
     b->graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
-    b->ids.copy_(b->host_ids, /*non_blocking=*/true);
-    b->mask.copy_(b->host_mask, /*non_blocking=*/true);
-    b->host_out.copy_(module_->Forward({b->ids, b->mask}, stream_.stream()).to(at::kFloat), /*non_blocking=*/true);
+    b->out = module_->Forward({b->ids, b->mask}, stream_.stream()).to(at::kFloat).contiguous();
     b->graph.capture_end();
+    if (b->out.dim() != 2 || b->out.size(0) != batch || b->out.size(1) != hidden_) {
+      throw std::runtime_error("the model returned shape " + c10::str(b->out.sizes()) + ", expected [" +
+                               std::to_string(batch) + ", " + std::to_string(hidden_) + "]");
+    }
     return b;
   }
 

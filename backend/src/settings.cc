@@ -20,7 +20,7 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 constexpr const char* kManifest = "manifest.json";
-constexpr int64_t kQueueTimeoutUs = 1'000'000;  // as export's default; export writes each model's own
+constexpr int64_t kDeadlineUs = 10'000;  // the latency budget, as export's default; export writes each model's own
 
 BackendError Invalid(const std::string& message) { return BackendError(TRITONSERVER_ERROR_INVALID_ARG, message); }
 
@@ -159,12 +159,14 @@ ModelSettings ReadSettings(const std::string& name, const fs::path& dir, const s
   }
   s.threads = static_cast<int>(IntParameter(config, name, "threads", 0, 0));
   if (s.threads == 0) s.threads = UsableCpus();
-  s.max_queue_rows = IntParameter(config, name, "max_queue_size", 2 * s.max_batch, 0);
-  if (s.max_queue_rows > 0 && s.max_queue_rows < s.max_batch) {
-    throw Invalid(name + ": parameter max_queue_size must be 0 (no bound) or at least max_batch_size (" +
-                  std::to_string(s.max_batch) + "): one execute may hand over a full batch");
+  s.deadline_us = static_cast<uint64_t>(IntParameter(config, name, "deadline_us", kDeadlineUs, 1));
+  s.max_batch_tokens = IntParameter(config, name, "max_batch_tokens", s.max_batch * s.max_seq, s.max_seq);
+  if (auto warmup = config.find("model_warmup"); warmup != config.end() && warmup->is_array()) {
+    for (const json& sample : *warmup) {
+      const int64_t batch = sample.value("batch_size", int64_t{1}), count = sample.value("count", int64_t{1});
+      s.warmup_requests += std::max<int64_t>(batch, 1) * std::max<int64_t>(count, 1);
+    }
   }
-  s.queue_timeout_us = static_cast<uint64_t>(IntParameter(config, name, "queue_timeout_us", kQueueTimeoutUs, 0));
   return s;
 }
 

@@ -21,10 +21,12 @@ struct ModelSettings {
   std::filesystem::path tokenizer;
   bool text() const { return !tokenizer.empty(); }
   int threads = 1;  // intra-op threads of each instance
-  // CPU load shedding (instance_state.h): sequences that may wait per instance; the longest wait before a
-  // request is refused (a client's own shorter timeout wins). 0: no bound.
-  int64_t max_queue_rows = 0;
-  uint64_t queue_timeout_us = 0;
+  // Scheduling (scheduler.h): the deadline of a request that brings no timeout of its own, and the padded tokens
+  // one batch may hold.
+  uint64_t deadline_us = 0;
+  int64_t max_batch_tokens = 0;
+  // The requests Triton sends each instance to warm it up (model_warmup: batch_size x count per sample).
+  int64_t warmup_requests = 0;
 };
 
 // Reads the settings and verifies the artifact against the sha256 in the manifest before anything loads it

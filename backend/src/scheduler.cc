@@ -1,0 +1,177 @@
+#include "scheduler.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "triton_util.h"
+
+namespace bertserve {
+namespace {
+
+// Client timeouts beyond a day are taken as a day (and never overflow the nanosecond clock).
+constexpr uint64_t kLongestTimeoutUs = 86'400'000'000ull;
+
+std::string Ms(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f ms", seconds * 1e3);
+  return text;
+}
+
+double Seconds(uint64_t from_ns, uint64_t to_ns) { return to_ns > from_ns ? static_cast<double>(to_ns - from_ns) * 1e-9 : 0.0; }
+
+}  // namespace
+
+Scheduler::Scheduler(const ModelSettings& settings, Metrics& metrics)
+    : settings_(settings), metrics_(metrics), length_buckets_(LengthBuckets(settings.max_seq)) {}
+
+void Scheduler::AddLane(const CostModel& costs) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!costs_) costs_ = std::make_unique<CostModel>(costs);
+  queue_.set_lanes(++lanes_);
+}
+
+int Scheduler::Subscribe(std::function<void()> wake) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  wakers_[next_waker_] = std::move(wake);
+  return next_waker_++;
+}
+
+void Scheduler::Unsubscribe(int handle) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  wakers_.erase(handle);
+  woken_.wait(lock, [this] { return waking_ == 0; });  // no copy of its waker is still being called
+}
+
+void Scheduler::Preparing() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++preparing_;
+}
+
+void Scheduler::Abandon() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --preparing_;
+  }
+  ready_.notify_all();
+}
+
+void Scheduler::Refuse(Pending& p, RequestError error, TRITONBACKEND_ModelInstance* instance) {
+  p.Fail(std::move(error), instance, settings_, metrics_);
+}
+
+void Scheduler::Submit(std::unique_ptr<Pending> p, TRITONBACKEND_ModelInstance* instance) noexcept {
+  const std::string& name = settings_.name;
+  bool counted = false;  // its Preparing has ended
+  try {
+    Job job;
+    uint64_t client_us = 0;  // the client's own timeout, where it sent one
+    ErrorPtr(TRITONBACKEND_InferenceRequestTimeoutMicroseconds(p->request, &client_us));
+    int64_t longest = 0;
+    for (int64_t length : p->lengths) {
+      job.work_s += costs_->RowWork(length);
+      job.tokens += BucketFor(length, length_buckets_);
+      longest = std::max(longest, length);
+    }
+    job.rows = p->rows();
+    job.own_s = costs_->Forward(job.rows, longest);
+    if (p->warmup) {
+      job.deadline_ns = p->arrived_ns + kLongestTimeoutUs * 1000;
+    } else if (client_us > 0) {
+      job.hard = true;
+      job.deadline_ns = p->arrived_ns + std::min(client_us, kLongestTimeoutUs) * 1000;
+    } else {
+      const double allowed_s = std::max(static_cast<double>(settings_.deadline_us) * 1e-6, 2 * job.own_s);
+      job.deadline_ns = p->arrived_ns + static_cast<uint64_t>(allowed_s * 1e9);
+    }
+    const uint64_t now = NowNs();
+    std::vector<std::function<void()>> wake;
+    Admission a;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job.id = next_id_++;
+      a = queue_.Offer(job, now);
+      if (a.admitted) {
+        waiting_[job.id] = std::move(p);
+        for (const auto& [_, w] : wakers_) wake.push_back(w);
+        if (!wake.empty()) ++waking_;
+        Publish();
+      }
+      --preparing_;
+      counted = true;
+    }
+    if (a.admitted) {
+      ready_.notify_one();
+      if (!wake.empty()) {
+        for (auto& w : wake) w();
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (--waking_ == 0) woken_.notify_all();
+      }
+      return;
+    }
+    ready_.notify_all();  // a draining instance may wait for the last preparation
+    Refuse(*p, Unavailable("queue_full", name + " is overloaded: " + Ms(a.ahead_s) + " of work is queued ahead of " +
+                                             "this request, which would complete in " + Ms(a.predicted_s) +
+                                             ", past its deadline of " + Ms(Seconds(p->arrived_ns, job.deadline_ns)) +
+                                             "; retry later"),
+           instance);
+  } catch (const std::exception& e) {
+    if (!counted) Abandon();
+    BERTSERVE_LOG(ERROR, name + ": admission failed: " + e.what());
+    if (p != nullptr) Refuse(*p, Internal(e.what()), instance);
+  }
+}
+
+std::vector<std::unique_ptr<Pending>> Scheduler::Take(TRITONBACKEND_ModelInstance* instance, bool block,
+                                                       const std::atomic<bool>& stopping) {
+  std::vector<std::unique_ptr<Pending>> batch, expired;
+  std::vector<Job> expired_jobs;
+  uint64_t now = 0;
+  bool more = false;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (block) ready_.wait(lock, [&] { return !queue_.empty() || (stopping && preparing_ == 0); });
+    now = NowNs();
+    WorkQueue::Taken t = queue_.Take(now, settings_.max_batch, settings_.max_batch_tokens);
+    for (const Job& job : t.batch) {
+      batch.push_back(std::move(waiting_.at(job.id)));
+      waiting_.erase(job.id);
+    }
+    for (const Job& job : t.expired) {
+      expired.push_back(std::move(waiting_.at(job.id)));
+      waiting_.erase(job.id);
+    }
+    expired_jobs = std::move(t.expired);
+    more = !queue_.empty();
+    Publish();
+  }
+  if (more) ready_.notify_one();  // another instance may take the rest
+  for (size_t i = 0; i < expired.size(); ++i) {
+    const Pending& p = *expired[i];
+    Refuse(*expired[i],
+           Unavailable("queue_timeout", settings_.name + ": the request waited " + Ms(Seconds(p.arrived_ns, now)) +
+                                            " in the queue, past its deadline of " +
+                                            Ms(Seconds(p.arrived_ns, expired_jobs[i].deadline_ns))),
+           instance);
+  }
+  return batch;
+}
+
+void Scheduler::Done(double work_s) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  queue_.Done(work_s);
+  Publish();
+}
+
+void Scheduler::WakeAll() {
+  { std::lock_guard<std::mutex> lock(mutex_); }
+  ready_.notify_all();
+}
+
+bool Scheduler::Idle() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return queue_.empty() && preparing_ == 0;
+}
+
+void Scheduler::Publish() { metrics_.Backlog(queue_.backlog_s()); }
+
+}  // namespace bertserve

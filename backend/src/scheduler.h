@@ -1,0 +1,78 @@
+// A model's scheduler, shared by its instances: admission by work and deadline, one queue earliest deadline first,
+// batches by rows and padded tokens (work_queue.h), and the queued work as a gauge.
+//
+// A request reaches it prepared (read, validated, tokenized). Its deadline is the client's timeout when it sent
+// one (a hard deadline: past it the request is refused at its turn, the client has gone), else the model's
+// `deadline_us`, widened to twice the request's own forward so that a long request is never refused for waiting
+// less than it takes. A request whose predicted completion passes its deadline is refused at once with
+// UNAVAILABLE and a message that says how much work, in milliseconds, is queued ahead of it.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "cost_model.h"
+#include "metrics.h"
+#include "request.h"
+#include "settings.h"
+#include "triton_api.h"
+#include "work_queue.h"
+
+namespace bertserve {
+
+class Scheduler {
+ public:
+  Scheduler(const ModelSettings& settings, Metrics& metrics);
+
+  // An instance that serves from the queue: the first brings the costs it measured at load.
+  void AddLane(const CostModel& costs);
+  // Called whenever work is admitted (CPU instances post a task to the compute pool); returns a handle.
+  int Subscribe(std::function<void()> wake);
+  void Unsubscribe(int handle);
+
+  // A request read by execute and being prepared, not yet submitted (a draining instance waits for it): each
+  // Preparing ends in a Submit or an Abandon (it failed preparation and was answered).
+  void Preparing();
+  void Abandon();
+  // Admits a prepared request or refuses it at once (answered and released through `instance`).
+  void Submit(std::unique_ptr<Pending> p, TRITONBACKEND_ModelInstance* instance) noexcept;
+  // Takes the next batch, refusing what expired in the queue. `block`: waits for work until `stopping` is set and
+  // nothing is queued or being prepared (then returns an empty batch).
+  std::vector<std::unique_ptr<Pending>> Take(TRITONBACKEND_ModelInstance* instance, bool block,
+                                             const std::atomic<bool>& stopping);
+  // A taken batch that carried `work_s` of predicted work left the device.
+  void Done(double work_s);
+  // Wakes every blocked Take (an instance is stopping).
+  void WakeAll();
+  bool Idle();
+
+  CostModel& costs() { return *costs_; }  // set by the first AddLane
+
+ private:
+  void Refuse(Pending& p, RequestError error, TRITONBACKEND_ModelInstance* instance);
+  void Publish();  // the backlog gauge; with the lock held
+
+  const ModelSettings& settings_;
+  Metrics& metrics_;
+  const std::vector<int64_t> length_buckets_;
+  std::unique_ptr<CostModel> costs_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  WorkQueue queue_;
+  std::map<uint64_t, std::unique_ptr<Pending>> waiting_;  // Job::id -> the request
+  uint64_t next_id_ = 0;
+  int preparing_ = 0;
+  int lanes_ = 0;
+  std::map<int, std::function<void()>> wakers_;
+  int next_waker_ = 0;
+  int waking_ = 0;  // Submits calling copies of the wakers
+  std::condition_variable woken_;
+};
+
+}  // namespace bertserve

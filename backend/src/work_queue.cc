@@ -1,0 +1,62 @@
+#include "work_queue.h"
+
+#include <algorithm>
+
+namespace bertserve {
+namespace {
+
+// How far past the head Take looks for requests that still fit the batch.
+constexpr size_t kFillWindow = 256;
+
+}  // namespace
+
+Admission WorkQueue::Offer(const Job& job, uint64_t now_ns) {
+  double ahead = inflight_s_;
+  for (const auto& [key, queued] : jobs_) {
+    if (key.first > job.deadline_ns) break;  // due later: this job goes first
+    ahead += queued.work_s;
+  }
+  Admission a;
+  a.ahead_s = ahead / lanes_;
+  a.predicted_s = a.ahead_s + job.own_s;
+  const double allowed_s = job.deadline_ns > now_ns ? static_cast<double>(job.deadline_ns - now_ns) * 1e-9 : 0.0;
+  a.admitted = ahead <= 0.0 || a.predicted_s <= allowed_s;
+  if (a.admitted) {
+    jobs_.emplace(std::make_pair(job.deadline_ns, order_++), job);
+    queued_s_ += job.work_s;
+  }
+  return a;
+}
+
+WorkQueue::Taken WorkQueue::Take(uint64_t now_ns, int64_t max_rows, int64_t max_tokens) {
+  Taken t;
+  int64_t rows = 0, tokens = 0;
+  size_t looked = 0;
+  for (auto it = jobs_.begin(); it != jobs_.end() && looked < kFillWindow;) {
+    const Job& job = it->second;
+    const bool late = job.hard && now_ns > job.deadline_ns;
+    const bool fits = t.batch.empty() || (rows + job.rows <= max_rows && tokens + job.tokens <= max_tokens);
+    if (!late && !fits) {
+      ++it, ++looked;
+      if (rows >= max_rows) break;
+      continue;
+    }
+    queued_s_ -= job.work_s;
+    if (late) {
+      t.expired.push_back(job);
+    } else {
+      rows += job.rows, tokens += job.tokens;
+      inflight_s_ += job.work_s;
+      t.batch.push_back(job);
+    }
+    it = jobs_.erase(it);
+  }
+  if (jobs_.empty()) queued_s_ = 0.0;  // no drift from float sums
+  return t;
+}
+
+void WorkQueue::Done(double work_s) {
+  inflight_s_ = std::max(0.0, inflight_s_ - work_s);
+}
+
+}  // namespace bertserve

@@ -1,0 +1,62 @@
+// A model's queue of admitted requests, by work and deadline rather than by count. Plain C++, no locking (the
+// Scheduler holds the lock), no Triton types: a request is a Job, known to its owner by `id`.
+//
+// Admission: a request is admitted when its predicted completion meets its deadline: the work queued ahead of it
+// (earliest deadline first, so only work due no later than it) and the work in flight, shared among the lanes,
+// plus its own forward. With nothing ahead of it a request is always admitted: no other order would serve it
+// sooner. Batches are taken earliest deadline first, bounded by rows and by padded tokens; a request whose own
+// deadline (`hard`: the client's timeout) has passed is handed back as expired instead.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+namespace bertserve {
+
+struct Job {
+  uint64_t id = 0;           // the owner's handle
+  uint64_t deadline_ns = 0;  // absolute, steady clock
+  bool hard = false;         // the client's own deadline: past it, the request is refused, never served
+  int64_t rows = 0;
+  int64_t tokens = 0;   // padded to length buckets
+  double work_s = 0.0;  // its share of the device at full batches
+  double own_s = 0.0;   // its own forward alone: the least time it needs
+};
+
+struct Admission {
+  bool admitted = false;
+  double ahead_s = 0.0;      // predicted seconds before its batch can start
+  double predicted_s = 0.0;  // predicted seconds to its completion
+};
+
+class WorkQueue {
+ public:
+  // Admits (queues) the job or refuses it; `now_ns` on the deadline's clock.
+  Admission Offer(const Job& job, uint64_t now_ns);
+
+  struct Taken {
+    std::vector<Job> batch;    // to run now: at most `max_rows` rows and `max_tokens` tokens, or one job
+    std::vector<Job> expired;  // past their hard deadline
+  };
+  Taken Take(uint64_t now_ns, int64_t max_rows, int64_t max_tokens);
+  // A taken batch whose jobs carried `work_s` in total finished.
+  void Done(double work_s);
+
+  void set_lanes(int lanes) { lanes_ = lanes < 1 ? 1 : lanes; }
+  int lanes() const { return lanes_; }
+  bool empty() const { return jobs_.empty(); }
+  size_t size() const { return jobs_.size(); }
+  // Seconds of predicted work queued and in flight (per lane).
+  double backlog_s() const { return (queued_s_ + inflight_s_) / lanes_; }
+
+ private:
+  std::map<std::pair<uint64_t, uint64_t>, Job> jobs_;  // (deadline, arrival order) -> job
+  uint64_t order_ = 0;
+  double queued_s_ = 0.0, inflight_s_ = 0.0;
+  int lanes_ = 1;
+};
+
+}  // namespace bertserve
