@@ -179,7 +179,6 @@ void InstanceState::Launch(Flight& flight) {
     Pending& p = *f->batch[i];
     valid.push_back({i, &p.batch, p.lengths});
     f->rows += p.rows();
-    for (int64_t length : p.lengths) f->work_s += costs.RowWork(length);
     p.embedding.resize(static_cast<size_t>(p.rows() * s.hidden));
   }
   f->collated = Collate(valid, model_->length_buckets(), batch_buckets_, graph_costs_ ? &*graph_costs_ : nullptr);
@@ -257,7 +256,7 @@ void InstanceState::Feed() {
       changed_.wait(lock, [this] { return in_flight_ < kBatchesInFlight; });
     }
     auto f = std::make_unique<Flight>();
-    f->batch = scheduler.Take(instance_, /*block=*/true, stopping_);
+    f->batch = scheduler.Take(instance_, /*block=*/true, stopping_, &f->work_s);
     if (f->batch.empty()) {
       if (stopping_ && scheduler.Idle()) break;
       continue;  // what was taken had all expired
@@ -339,7 +338,7 @@ void InstanceState::Wake() {
 void InstanceState::ServeQueued() {
   Scheduler& scheduler = model_->scheduler();
   Flight f;
-  f.batch = scheduler.Take(instance_, /*block=*/false, stopping_);
+  f.batch = scheduler.Take(instance_, /*block=*/false, stopping_, &f.work_s);
   if (!f.batch.empty()) {
     f.taken_ns = NowNs();
     try {

@@ -122,7 +122,7 @@ void Scheduler::Submit(std::unique_ptr<Pending> p, TRITONBACKEND_ModelInstance* 
 }
 
 std::vector<std::unique_ptr<Pending>> Scheduler::Take(TRITONBACKEND_ModelInstance* instance, bool block,
-                                                       const std::atomic<bool>& stopping) {
+                                                       const std::atomic<bool>& stopping, double* work_s) {
   std::vector<std::unique_ptr<Pending>> batch, expired;
   std::vector<Job> expired_jobs;
   uint64_t now = 0;
@@ -132,6 +132,7 @@ std::vector<std::unique_ptr<Pending>> Scheduler::Take(TRITONBACKEND_ModelInstanc
     if (block) ready_.wait(lock, [&] { return !queue_.empty() || (stopping && preparing_ == 0); });
     now = NowNs();
     WorkQueue::Taken t = queue_.Take(now, settings_.max_batch, settings_.max_batch_tokens);
+    *work_s = t.work_s;
     for (const Job& job : t.batch) {
       batch.push_back(std::move(waiting_.at(job.id)));
       waiting_.erase(job.id);

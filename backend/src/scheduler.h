@@ -42,10 +42,11 @@ class Scheduler {
   void Abandon();
   // Admits a prepared request or refuses it at once (answered and released through `instance`).
   void Submit(std::unique_ptr<Pending> p, TRITONBACKEND_ModelInstance* instance) noexcept;
-  // Takes the next batch, refusing what expired in the queue. `block`: waits for work until `stopping` is set and
-  // nothing is queued or being prepared (then returns an empty batch).
+  // Takes the next batch, refusing what expired in the queue; `work_s`: the batch's predicted work, for Done.
+  // `block`: waits for work until `stopping` is set and nothing is queued or being prepared (then returns an
+  // empty batch).
   std::vector<std::unique_ptr<Pending>> Take(TRITONBACKEND_ModelInstance* instance, bool block,
-                                             const std::atomic<bool>& stopping);
+                                             const std::atomic<bool>& stopping, double* work_s);
   // A taken batch that carried `work_s` of predicted work left the device.
   void Done(double work_s);
   // Wakes every blocked Take (an instance is stopping).

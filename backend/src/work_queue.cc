@@ -47,11 +47,13 @@ WorkQueue::Taken WorkQueue::Take(uint64_t now_ns, int64_t max_rows, int64_t max_
     } else {
       rows += job.rows, tokens += job.tokens;
       inflight_s_ += job.work_s;
+      t.work_s += job.work_s;
       t.batch.push_back(job);
     }
     it = jobs_.erase(it);
   }
   if (jobs_.empty()) queued_s_ = 0.0;  // no drift from float sums
+  if (jobs_.empty() && t.batch.empty() && inflight_s_ < 1e-9) inflight_s_ = 0.0;
   return t;
 }
 

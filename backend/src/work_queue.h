@@ -40,6 +40,7 @@ class WorkQueue {
   struct Taken {
     std::vector<Job> batch;    // to run now: at most `max_rows` rows and `max_tokens` tokens, or one job
     std::vector<Job> expired;  // past their hard deadline
+    double work_s = 0.0;       // of the batch: what its Done returns
   };
   Taken Take(uint64_t now_ns, int64_t max_rows, int64_t max_tokens);
   // A taken batch whose jobs carried `work_s` in total finished.

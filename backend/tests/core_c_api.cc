@@ -6,6 +6,8 @@
 #include <string>
 
 #include "batching.h"
+#include "cost_model.h"
+#include "work_queue.h"
 #include "text_input.h"
 #include "tokenizer/tokenizer.h"
 
@@ -189,6 +191,52 @@ __attribute__((visibility("default"))) int64_t bertserve_pretokenize(const char*
   if (bytes.size() > cap) return -1;
   std::memcpy(out, bytes.data(), bytes.size());
   return static_cast<int64_t>(bytes.size());
+}
+
+// The scheduler's queue (work_queue.h) behind an opaque handle.
+__attribute__((visibility("default"))) void* bertserve_queue_new(int lanes) {
+  auto* q = new WorkQueue();
+  q->set_lanes(lanes);
+  return q;
+}
+__attribute__((visibility("default"))) void bertserve_queue_free(void* q) { delete static_cast<WorkQueue*>(q); }
+
+// 1: admitted; 0: refused. `ahead_s`: the predicted wait before its batch starts.
+__attribute__((visibility("default"))) int bertserve_queue_offer(
+    void* q, uint64_t id, uint64_t deadline_ns, int hard, int64_t rows, int64_t tokens, double work_s, double own_s,
+    uint64_t now_ns, double* ahead_s) {
+  const Admission a = static_cast<WorkQueue*>(q)->Offer({id, deadline_ns, hard != 0, rows, tokens, work_s, own_s}, now_ns);
+  *ahead_s = a.ahead_s;
+  return a.admitted ? 1 : 0;
+}
+
+// The ids of the batch taken (returns their count) and of the expired (`*expired_count`); `*work_s`: the batch's.
+__attribute__((visibility("default"))) size_t bertserve_queue_take(
+    void* q, uint64_t now_ns, int64_t max_rows, int64_t max_tokens, uint64_t* batch, uint64_t* expired,
+    size_t* expired_count, size_t cap, double* work_s) {
+  const WorkQueue::Taken t = static_cast<WorkQueue*>(q)->Take(now_ns, max_rows, max_tokens);
+  for (size_t i = 0; i < t.batch.size() && i < cap; ++i) batch[i] = t.batch[i].id;
+  for (size_t i = 0; i < t.expired.size() && i < cap; ++i) expired[i] = t.expired[i].id;
+  *expired_count = t.expired.size();
+  *work_s = t.work_s;
+  return t.batch.size();
+}
+
+__attribute__((visibility("default"))) void bertserve_queue_done(void* q, double work_s) {
+  static_cast<WorkQueue*>(q)->Done(work_s);
+}
+__attribute__((visibility("default"))) double bertserve_queue_backlog(void* q) {
+  return static_cast<WorkQueue*>(q)->backlog_s();
+}
+
+// A CPU cost model fitted from two shapes (cost_model.h), then `observations` completed batches that each took
+// `observed_factor` times their prediction; returns its forward time for [batch, seq].
+__attribute__((visibility("default"))) double bertserve_cost_fit_forward(
+    double s1, double s2, int64_t max_batch, int64_t max_seq, int observations, double observed_factor,
+    int64_t batch, int64_t seq) {
+  CostModel m = CostModel::Fit(1, 16, s1, 8, 64, s2, max_batch, LengthBuckets(max_seq));
+  for (int i = 0; i < observations; ++i) m.Observe(m.Measured(batch, seq), observed_factor * m.Measured(batch, seq));
+  return m.Forward(batch, seq);
 }
 
 }  // extern "C"

@@ -1,0 +1,101 @@
+"""Closed-loop load over HTTP with JSON outputs, the way curl and most SDKs call: KServe v2 JSON in, JSON out.
+
+    python -m bench.http_json --url 127.0.0.1:8000 --model embed --texts 32 --concurrency 1,64 --duration-s 6
+
+perf_analyzer asks for binary outputs, which hides the cost of the server formatting floats as JSON text. Each
+client is a thread with a keep-alive connection; threads are spread over processes so that the client's own
+interpreter does not cap the rate. Prints one JSON line per concurrency: requests and texts per second, p50, p99.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing
+import threading
+import time
+
+import numpy as np
+
+from loadtest.config import LoadTestConfig, int_list
+from loadtest.payload import build_pool
+
+
+def _body(texts: list[str]) -> bytes:
+    return json.dumps(
+        {
+            "inputs": [{"name": "TEXT", "shape": [len(texts), 1], "datatype": "BYTES", "data": texts}],
+            "outputs": [{"name": "EMBEDDING"}],
+        }
+    ).encode()
+
+
+def _client(url: str, model: str, bodies: list[bytes], stop_at: float, out: list[float], failures: list[str]) -> None:
+    host, port = url.split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    path = f"/v2/models/{model}/infer"
+    i = 0
+    while time.perf_counter() < stop_at:
+        start = time.perf_counter()
+        conn.request("POST", path, bodies[i % len(bodies)], {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        payload = response.read()
+        if response.status == 200:
+            json.loads(payload)  # as a client would
+            out.append(time.perf_counter() - start)
+        else:
+            failures.append(f"{response.status}: {payload[:120]!r}")
+        i += 1
+
+
+def _process(args: tuple[str, str, list[bytes], int, float]) -> tuple[list[float], list[str]]:
+    url, model, bodies, threads, stop_at = args
+    out: list[float] = []
+    failures: list[str] = []
+    workers = [threading.Thread(target=_client, args=(url, model, bodies, stop_at, out, failures)) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return out, failures
+
+
+def run(url: str, model: str, texts: int, concurrency: int, duration_s: float, processes: int) -> dict:
+    pool = [p.text for p in build_pool(LoadTestConfig(payload="corpus"), "text")]
+    rng = np.random.default_rng(0)
+    bodies = [_body([pool[j] for j in rng.integers(0, len(pool), texts)]) for _ in range(64)]
+    procs = max(1, min(processes, concurrency))
+    per = [concurrency // procs + (1 if k < concurrency % procs else 0) for k in range(procs)]
+    warm_until = time.perf_counter() + 1.0
+    _process((url, model, bodies[:4], 1, warm_until))
+    stop_at = time.perf_counter() + duration_s
+    with multiprocessing.get_context("fork").Pool(procs) as workers:
+        results = workers.map(_process, [(url, model, bodies, n, stop_at) for n in per])
+    latencies = np.array([x for r in results for x in r[0]])
+    failures = [f for r in results for f in r[1]]
+    done = len(latencies)
+    return {
+        "model": model, "texts_per_request": texts, "concurrency": concurrency, "requests": done,
+        "failed": len(failures), "first_failure": failures[0] if failures else None,
+        "requests_per_s": round(done / duration_s, 1), "texts_per_s": round(done * texts / duration_s, 1),
+        "p50_ms": round(float(np.percentile(latencies, 50)) * 1e3, 3) if done else None,
+        "p99_ms": round(float(np.percentile(latencies, 99)) * 1e3, 3) if done else None,
+    }  # fmt: skip
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--url", default="127.0.0.1:8000")
+    p.add_argument("--model", default="embed")
+    p.add_argument("--texts", type=int, default=1)
+    p.add_argument("--concurrency", type=int_list, default=(1,))
+    p.add_argument("--duration-s", type=float, default=6.0)
+    p.add_argument("--processes", type=int, default=8)
+    args = p.parse_args()
+    for c in args.concurrency:
+        print(json.dumps(run(args.url, args.model, args.texts, c, args.duration_s, args.processes)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

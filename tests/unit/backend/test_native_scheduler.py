@@ -1,0 +1,128 @@
+"""The scheduler's queue (backend/src/work_queue.h) and cost model, through libbertserve_core.so: admission by
+predicted work against each request's deadline, earliest deadline first, batches by rows and padded tokens."""
+
+from __future__ import annotations
+
+import ctypes
+
+import pytest
+
+from tests.unit.backend import native_core
+
+MS = 1_000_000  # nanoseconds
+
+
+class Queue:
+    def __init__(self, lib: ctypes.CDLL, lanes: int = 1) -> None:
+        self.lib = lib
+        self.handle = lib.bertserve_queue_new(lanes)
+
+    def offer(self, id_, deadline_ms, work_ms, own_ms=None, rows=1, tokens=16, hard=False, now_ms=0.0):
+        ahead = ctypes.c_double()
+        admitted = self.lib.bertserve_queue_offer(
+            self.handle, id_, int(deadline_ms * MS), int(hard), rows, tokens, work_ms / 1e3,
+            (work_ms if own_ms is None else own_ms) / 1e3, int(now_ms * MS), ctypes.byref(ahead),
+        )  # fmt: skip
+        return bool(admitted), ahead.value * 1e3
+
+    def take(self, now_ms=0.0, max_rows=128, max_tokens=1 << 20):
+        batch, expired = (ctypes.c_uint64 * 64)(), (ctypes.c_uint64 * 64)()
+        n_expired, work = ctypes.c_size_t(), ctypes.c_double()
+        n = self.lib.bertserve_queue_take(
+            self.handle, int(now_ms * MS), max_rows, max_tokens, batch, expired, ctypes.byref(n_expired), 64,
+            ctypes.byref(work),
+        )  # fmt: skip
+        return list(batch[:n]), list(expired[: n_expired.value]), work.value * 1e3
+
+    def done(self, work_ms):
+        self.lib.bertserve_queue_done(self.handle, work_ms / 1e3)
+
+    def backlog_ms(self):
+        return self.lib.bertserve_queue_backlog(self.handle) * 1e3
+
+
+@pytest.fixture(scope="module")
+def lib():
+    lib = native_core.load()
+    lib.bertserve_queue_new.restype = ctypes.c_void_p
+    lib.bertserve_queue_free.argtypes = [ctypes.c_void_p]
+    lib.bertserve_queue_offer.argtypes = [
+        ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
+        ctypes.c_double, ctypes.c_double, ctypes.c_uint64, ctypes.POINTER(ctypes.c_double),
+    ]  # fmt: skip
+    lib.bertserve_queue_take.restype = ctypes.c_size_t
+    lib.bertserve_queue_take.argtypes = [
+        ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int64, ctypes.c_int64, ctypes.POINTER(ctypes.c_uint64),
+        ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t), ctypes.c_size_t,
+        ctypes.POINTER(ctypes.c_double),
+    ]  # fmt: skip
+    lib.bertserve_queue_done.argtypes = [ctypes.c_void_p, ctypes.c_double]
+    lib.bertserve_queue_backlog.restype = ctypes.c_double
+    lib.bertserve_queue_backlog.argtypes = [ctypes.c_void_p]
+    lib.bertserve_cost_fit_forward.restype = ctypes.c_double
+    lib.bertserve_cost_fit_forward.argtypes = [
+        ctypes.c_double, ctypes.c_double, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_double,
+        ctypes.c_int64, ctypes.c_int64,
+    ]  # fmt: skip
+    return lib
+
+
+def test_a_request_is_refused_when_the_work_ahead_would_make_it_miss_its_deadline(lib):
+    q = Queue(lib)
+    assert q.offer(1, deadline_ms=10, work_ms=6) == (True, 0.0)
+    admitted, ahead = q.offer(2, deadline_ms=10, work_ms=6)
+    assert not admitted and ahead == pytest.approx(6.0)
+    assert q.offer(3, deadline_ms=60_000, work_ms=6) == (True, pytest.approx(6.0))  # a bulk request waits
+
+
+def test_with_nothing_ahead_a_request_is_admitted_whatever_its_own_cost(lib):
+    q = Queue(lib)
+    assert q.offer(1, deadline_ms=10, work_ms=50)[0]
+
+
+def test_only_work_due_no_later_counts_as_ahead_and_is_taken_first(lib):
+    q = Queue(lib)
+    assert q.offer(1, deadline_ms=60_000, work_ms=500, rows=32, tokens=32 * 16)[0]  # bulk, long deadline
+    admitted, ahead = q.offer(2, deadline_ms=10, work_ms=1)  # interactive, behind it in arrival order
+    assert admitted and ahead == 0.0
+    batch, expired, work = q.take(max_rows=32)
+    assert batch == [2] and expired == [] and work == pytest.approx(1.0)  # earliest deadline first; 2 + 32 > 32
+
+
+def test_batches_are_bounded_by_rows_and_tokens_but_always_take_the_head(lib):
+    q = Queue(lib)
+    for i, rows in enumerate([40, 10, 10, 10]):
+        q.offer(i, deadline_ms=1000 + i, work_ms=0.1, rows=rows, tokens=rows * 32)
+    assert q.take(max_rows=32)[0] == [0]  # larger than a batch: alone
+    assert q.take(max_rows=32, max_tokens=20 * 32)[0] == [1, 2]
+
+
+def test_a_hard_deadline_expires_in_the_queue_a_default_one_does_not(lib):
+    q = Queue(lib)
+    q.offer(1, deadline_ms=5, work_ms=1, hard=True)
+    q.offer(2, deadline_ms=5, work_ms=1, hard=False)
+    batch, expired, _ = q.take(now_ms=6)
+    assert expired == [1] and batch == [2]
+
+
+def test_work_in_flight_counts_until_done_and_lanes_share_it(lib):
+    q = Queue(lib, lanes=2)
+    q.offer(1, deadline_ms=100, work_ms=8)
+    assert q.backlog_ms() == pytest.approx(4.0)
+    _, _, work = q.take()
+    assert q.backlog_ms() == pytest.approx(4.0)  # in flight
+    assert q.offer(2, deadline_ms=100, work_ms=2)[1] == pytest.approx(4.0)
+    q.done(work)
+    q.take()
+    q.done(2.0)
+    assert q.backlog_ms() == 0.0
+
+
+def test_the_cost_model_is_linear_in_tokens_and_follows_what_batches_take(lib):
+    # 1 x 16 tokens 2 ms, 8 x 64 tokens 12 ms: 10 ms over 496 more tokens, and the rest fixed per forward.
+    token = 10e-3 / 496
+    expected = 2e-3 - 16 * token + 4 * 32 * token
+    assert lib.bertserve_cost_fit_forward(2e-3, 12e-3, 32, 128, 0, 1.0, 4, 32) == pytest.approx(expected)
+    assert lib.bertserve_cost_fit_forward(2e-3, 12e-3, 32, 128, 0, 1.0, 3, 20) == pytest.approx(expected)  # bucketed
+    # Batches that take three times the prediction (a machine busier than at load) move it there.
+    assert lib.bertserve_cost_fit_forward(2e-3, 12e-3, 32, 128, 200, 3.0, 4, 32) == pytest.approx(3 * expected, rel=0.02)
