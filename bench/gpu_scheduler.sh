@@ -65,9 +65,15 @@ with processes.running(repo, Path(f"/tmp/busy-{label}.log")) as server:
 PY
 }
 
+deadline() {  # $1: the native models' deadline_us in the exported configs
+  sed -i -E "/key: \"deadline_us\"/{n;n;s/string_value: \"[0-9]+\"/string_value: \"$1\"/}" "$repo"/{embed,bert}/config.pbtxt
+  grep -A1 deadline_us "$repo/embed/config.pbtxt" | tail -1
+}
+
 compare() {
   one baseline build/backend-baseline/libtriton_bertserve.so
-  one scheduler build/backend/libtriton_bertserve.so
+  deadline 10000 && one scheduler build/backend/libtriton_bertserve.so
+  deadline 25000 && one scheduler-25ms build/backend/libtriton_bertserve.so
   grep -h "costs measured\|buckets captured" /tmp/busy-*.log | tail -4
 }
 

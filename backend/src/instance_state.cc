@@ -11,6 +11,8 @@ namespace {
 
 // Batches of one CUDA instance between the feeder and the completion thread: one computing, one queued behind it.
 constexpr int kBatchesInFlight = 2;
+// The most answer tasks one batch is split into.
+constexpr size_t kAnswerChunks = 8;
 
 double Seconds(uint64_t from_ns, uint64_t to_ns) { return to_ns > from_ns ? static_cast<double>(to_ns - from_ns) * 1e-9 : 0.0; }
 
@@ -50,7 +52,7 @@ std::unique_ptr<InstanceState> InstanceState::Create(ModelState* model, TRITONBA
   model->scheduler().AddLane(state->MeasureCosts());
   InstanceState* self = state.get();
   if (gpu) {
-    model->HostPool();  // made before the first request needs it
+    model->PreparePool(), model->AnswerPool();  // made before the first request needs them
     state->feeder_ = std::thread([self] { self->Feed(); });
     state->completer_ = std::thread([self] { self->Complete(); });
   } else {
@@ -125,13 +127,13 @@ void InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count) no
         continue;
       }
       model_->scheduler().Preparing();
-      if (!gpu_) {
+      if (!gpu_ || model_->tokenizer() == nullptr) {  // token ids need no preparing
         Prepare(std::move(p));
         continue;
       }
       auto held = std::make_shared<std::unique_ptr<Pending>>(std::move(p));
       try {
-        model_->HostPool().Post([this, held] { Prepare(std::move(*held)); });
+        model_->PreparePool().Post([this, held] { Prepare(std::move(*held)); });
       } catch (...) {
         model_->scheduler().Abandon();
         throw;
@@ -219,18 +221,22 @@ void InstanceState::Land(Flight& f) {
   f.landed_ns = NowNs();
 }
 
-void InstanceState::Answer(Flight& f) noexcept {
+void InstanceState::Respond(Flight& f, size_t begin, size_t end) noexcept {
   const ModelSettings& s = model_->settings();
-  Metrics& m = model_->metrics();
-  for (auto& p : f.batch) {
+  for (size_t i = begin; i < end; ++i) {
+    Pending& p = *f.batch[i];
     try {
-      p->Respond(s, m);
+      p.Respond(s, model_->metrics());
     } catch (const std::exception& e) {
       BERTSERVE_LOG(ERROR, s.name + ": responding failed: " + e.what());
     }
+    p.Finish(instance_, f.taken_ns, f.launched_ns, f.landed_ns, NowNs());
   }
+}
+
+void InstanceState::Close(Flight& f) noexcept {
+  Metrics& m = model_->metrics();
   const uint64_t end = NowNs();
-  for (auto& p : f.batch) p->Finish(instance_, f.taken_ns, f.launched_ns, f.landed_ns, end);
   if (f.collated.groups.empty()) return;
   ErrorPtr(TRITONBACKEND_ModelInstanceReportBatchStatistics(instance_, static_cast<uint64_t>(f.rows), f.taken_ns,
                                                             f.launched_ns, f.landed_ns, end));
@@ -239,6 +245,34 @@ void InstanceState::Answer(Flight& f) noexcept {
   m.StageTime(Stage::kRespond, Seconds(f.landed_ns, end));
   m.Batch(f.rows, f.collated.padding_ratio(), f.collated.real_tokens);
   for (auto& p : f.batch) m.Request(Seconds(p->arrived_ns, end));
+}
+
+void InstanceState::Answer(std::shared_ptr<Flight> f) {
+  // In chunks across the answer threads: a frontend formats each response inside ResponseSend (HTTP's JSON
+  // takes about a millisecond per 768 floats), and one thread for a whole batch would serialise them.
+  const size_t n = f->batch.size(), chunks = std::min<size_t>(n, kAnswerChunks), per = (n + chunks - 1) / chunks;
+  auto left = std::make_shared<std::atomic<size_t>>(chunks);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++answering_;
+  }
+  for (size_t begin = 0; begin < n; begin += per) {
+    auto task = [this, f, left, begin, end = std::min(n, begin + per)] {
+      Respond(*f, begin, end);
+      if (left->fetch_sub(1) != 1) return;
+      Close(*f);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        --answering_;
+      }
+      changed_.notify_all();
+    };
+    try {
+      model_->AnswerPool().Post(task);
+    } catch (const std::exception&) {
+      task();  // no thread to be had: answer here
+    }
+  }
 }
 
 void InstanceState::Fail(Flight& f, const std::string& what) noexcept {
@@ -304,25 +338,12 @@ void InstanceState::Complete() {
     last_landed_ns_ = f->landed_ns;
     scheduler.costs().Observe(f->predicted_s, Seconds(began, f->landed_ns));
     scheduler.Done(f->work_s);
+    Answer(std::move(f));
     {
       std::lock_guard<std::mutex> lock(mutex_);
       --in_flight_;
-      ++answering_;
     }
     changed_.notify_all();
-    auto answer = [this, f] {
-      Answer(*f);
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        --answering_;
-      }
-      changed_.notify_all();
-    };
-    try {
-      model_->HostPool().Post(answer);
-    } catch (const std::exception&) {
-      answer();  // no host thread to be had: answer here
-    }
   }
 }
 
@@ -346,7 +367,8 @@ void InstanceState::ServeQueued() {
       Land(f);
       scheduler.costs().Observe(f.predicted_s, Seconds(f.launched_ns, f.landed_ns));
       scheduler.Done(f.work_s);
-      Answer(f);
+      Respond(f, 0, f.batch.size());
+      Close(f);
     } catch (const std::exception& e) {
       scheduler.Done(f.work_s);
       Fail(f, e.what());

@@ -51,7 +51,9 @@ class InstanceState {
   void Prepare(std::unique_ptr<Pending> p) noexcept;  // tokenizes (text models) and submits
   void Launch(Flight& f);         // collates and starts the passes (the batch stays in `f` if it throws)
   void Land(Flight& f);           // waits for the passes and scatters their rows
-  void Answer(Flight& f) noexcept;  // responses, statistics, metrics
+  void Respond(Flight& f, size_t begin, size_t end) noexcept;  // responses and statistics of batch[begin, end)
+  void Close(Flight& f) noexcept;                               // the batch's statistics and metrics
+  void Answer(std::shared_ptr<Flight> f);                       // CUDA: Respond in chunks on the answer threads
   void Fail(Flight& f, const std::string& what) noexcept;
   void Feed();        // CUDA: the feeder thread
   void Complete();    // CUDA: the completion thread

@@ -24,8 +24,10 @@ class ModelState {
   const std::vector<int64_t>& length_buckets() const { return length_buckets_; }
   Metrics& metrics() { return *metrics_; }
   Scheduler& scheduler() { return *scheduler_; }
-  // CUDA models: the threads that tokenize requests and send responses beside the device's work (made on first use).
-  ComputePool& HostPool();
+  // CUDA models: the threads that tokenize requests, and those that send responses, beside the device's work (made
+  // on first use). Apart, so that a frontend's slow formatting of responses never delays an admission.
+  ComputePool& PreparePool();
+  ComputePool& AnswerPool();
   // Text models only (settings().text()).
   const tokenizer::Tokenizer* tokenizer() const { return tokenizer_.get(); }
 
@@ -36,8 +38,8 @@ class ModelState {
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::unique_ptr<Scheduler> scheduler_;
-  std::mutex host_pool_mutex_;
-  std::unique_ptr<ComputePool> host_pool_;
+  std::mutex pools_mutex_;
+  std::unique_ptr<ComputePool> prepare_pool_, answer_pool_;
 };
 
 }  // namespace bertserve

@@ -89,7 +89,9 @@ void Scheduler::Submit(std::unique_ptr<Pending> p, TRITONBACKEND_ModelInstance* 
     {
       std::lock_guard<std::mutex> lock(mutex_);
       job.id = next_id_++;
-      a = queue_.Offer(job, now);
+      // A default deadline is judged from arrival: time spent before admission (a busy host thread) is not the
+      // queue's, and refusing for it would shed nothing. A client's own deadline counts from now: it has gone then.
+      a = queue_.Offer(job, job.hard ? now : p->arrived_ns);
       if (a.admitted) {
         waiting_[job.id] = std::move(p);
         for (const auto& [_, w] : wakers_) wake.push_back(w);
