@@ -10,6 +10,7 @@ import os
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -52,14 +53,14 @@ def _bundled() -> Path:
 
 def _bundled_backends(root: Path) -> Path:
     """The Python backend with the stub of the running interpreter (a stub beside a model is not searched), and
-    the native encoder backend where it was built."""
+    the native encoder backend where it was built, in a directory only this user can write."""
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     stub = root / "python_backend_stubs" / version / STUB
     if not stub.is_file():
         raise LaunchError(f"the bundled tritonserver has no Python-backend stub for Python {version}")
-    dest = Path(tempfile.gettempdir()) / f"bertserve-backends-{os.getuid()}-py{version}"
+    dest = private_dir(Path(tempfile.gettempdir()) / f"bertserve-backends-{os.getuid()}-py{version}")
     python = dest / "python"
-    python.mkdir(parents=True, exist_ok=True)
+    python.mkdir(exist_ok=True)
     for src in [*(root / "backends" / "python").glob("*.*"), stub]:
         target = python / src.name
         if not target.exists() or target.stat().st_size != src.stat().st_size:
@@ -67,6 +68,21 @@ def _bundled_backends(root: Path) -> Path:
     if not native.install(dest):
         log.warning("the native %s backend is not built (%s): run `make setup`", native.NAME, native.LIBRARY)
     return dest
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` as a directory of this user's alone (0700): created so, or a real directory this user owns, made
+    0700. Anything else there (a symlink, another user's directory) may hold what another local user planted for
+    tritonserver to load: it is left alone, and a fresh private directory is used instead."""
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    st = path.lstat()
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
+        path.chmod(0o700)
+        return path
+    fresh = Path(tempfile.mkdtemp(prefix=f"{path.name}-"))
+    log.warning("%s is not a directory of this user's: using %s for the backends instead", path, fresh)
+    return fresh
 
 
 # The thread budget of the model processes, unless the environment sets its own. libgomp's workers spin for
