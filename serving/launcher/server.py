@@ -22,7 +22,7 @@ from pathlib import Path
 
 from serving.launcher import native
 from serving.launcher.admin import STOP_GRACE_S, Admin, drain_then_stop
-from serving.launcher.config import RESTRICTED, ServeConfig
+from serving.launcher.config import ENV_PREFIX, RESTRICTED, ServeConfig
 from serving.repository import hardware
 from serving.repository.manifest import REPOSITORY_INDEX, VerificationError, read, verify
 
@@ -95,9 +95,16 @@ def thread_env(target: str) -> dict[str, str]:
     return {"GOMP_SPINCOUNT": "10000", "TOKENIZERS_PARALLELISM": "true" if target == "cuda" else "false"}
 
 
+# What tritonserver, and through it every backend stub, must not inherit: the admin key when an operator set it
+# through the environment. (tritonserver 2.51 takes the key on its command line only.)
+SECRET_ENV = (f"{ENV_PREFIX}ADMIN_KEY",)
+
+
 def locate(cfg: ServeConfig, index: dict) -> Server:
     """The tritonserver binary, its backends and the environment it runs in, for the repository of ``index``."""
     env = {**thread_env(index.get("target", "cpu")), **os.environ}
+    for name in SECRET_ENV:
+        env.pop(name, None)
     explicit = cfg.tritonserver or shutil.which("tritonserver")
     if explicit:
         binary = Path(explicit)
@@ -225,7 +232,8 @@ def connection_age(cfg: ServeConfig) -> list[str]:
 
 
 def restricted(cfg: ServeConfig, key: str | None = None) -> list[str]:
-    """Model load/unload, trace and logging answer only calls that carry the admin key in ``admin_header``.
+    """Model load/unload, trace, logging and shared memory answer only calls that carry the admin key in
+    ``admin_header``.
 
     Without a configured key, a random one per start: the APIs are closed to everyone but this launcher."""
     key = key or cfg.admin_key or secrets.token_urlsafe(32)
