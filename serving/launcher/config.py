@@ -13,8 +13,10 @@ ENV_PREFIX = "BERTSERVE_SERVE_"
 DESCRIPTION = "Serve the exported repository on tritonserver."
 
 # Triton APIs (HTTP) / protocols (gRPC) that only an operator holding the admin key may call: loading and
-# unloading models, and the trace and logging settings (a trace file path is a file the server writes).
-RESTRICTED = ("model-repository", "trace", "logging")
+# unloading models, the trace and logging settings (a trace file path is a file the server writes), and shared
+# memory (a caller could register any /dev/shm object by name and have outputs written into it or read it as
+# input). Of these the launcher itself calls model-repository (drain, stub watchdog), with the key.
+RESTRICTED = ("model-repository", "trace", "logging", "shared-memory")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 GRPC_HEADER_PREFIX = "triton-grpc-protocol-"
 

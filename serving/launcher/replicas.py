@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -68,9 +69,13 @@ class FrontDoor:
     rate: float = 1000.0  # requests/s per client
     burst: int = 200
     max_body: str = "4m"  # 32 texts of 64 KiB fit twice
+    tls: tuple[Path, Path] | None = None  # (certificate, private key), PEM: both front ports speak TLS
 
     def __post_init__(self) -> None:
         nginx_rate(self.rate)  # refuses a rate nginx cannot take, before anything starts
+        for path in self.tls or ():
+            if not path.is_file():
+                raise ValueError(f"TLS file {path} does not exist")
 
 
 def read_api_keys(path: Path) -> dict[str, str]:
@@ -99,6 +104,20 @@ def nginx_rate(per_s: float) -> str:
     return f"{int(per_s)}r/s" if float(per_s).is_integer() else f"{max(1, round(per_s * 60))}r/m"
 
 
+def key_pattern(key: str) -> str:
+    """The map entry's regular expression for ``Bearer <key>``: the key exactly, case and all (read_api_keys
+    allows no character that a bracket expression cannot hold literally)."""
+    literal = "".join(f"[{c}]" if c in ".+" else c for c in key)
+    return f"~^(?i:bearer) {literal}$"
+
+
+def nginx_tls(tls: tuple[Path, Path] | None) -> str:
+    if tls is None:
+        return ""
+    cert, key = (p.resolve() for p in tls)
+    return f"    ssl_certificate {cert};\n    ssl_certificate_key {key};\n    ssl_protocols TLSv1.2 TLSv1.3;"
+
+
 def nginx_conf(reps: list[Replica], host: str, http_port: int, grpc_port: int, workdir: Path, door: FrontDoor) -> str:
     def servers(port_of) -> str:
         return "\n".join(f"        server 127.0.0.1:{port_of(r)} max_fails=3 fail_timeout=5s;" for r in reps)
@@ -113,9 +132,11 @@ def nginx_conf(reps: list[Replica], host: str, http_port: int, grpc_port: int, w
         max_body=door.max_body,
         # Without keys every caller is let in and limited by address; with keys, only a known key gets a name.
         anonymous="" if door.api_keys else "$binary_remote_addr",
-        keys="\n".join(f'        "Bearer {k}" "{name}";' for k, name in (door.api_keys or {}).items()),
+        keys="\n".join(f'        "{key_pattern(k)}" "{name}";' for k, name in (door.api_keys or {}).items()),
         rate=nginx_rate(door.rate),
         burst=door.burst,
+        tls=nginx_tls(door.tls),
+        ssl=" ssl" if door.tls else "",
     )
 
 
@@ -144,10 +165,16 @@ class ReplicasConfig:
     rate: float = option(FrontDoor.rate, "requests/s per client (key name, else address)")
     burst: int = option(FrontDoor.burst, "requests per client beyond --rate that are let through at once")
     max_body: str = option(FrontDoor.max_body, "largest request body nginx takes (nginx size: 4m is 4 MiB)")
+    tls_cert: Path | None = option(
+        None, "certificate (PEM) for TLS on both front ports, with --tls-key", shown="no TLS"
+    )
+    tls_key: Path | None = option(None, "the certificate's private key (PEM)", shown="no TLS")
 
     def __post_init__(self) -> None:
         if self.replicas < 1:
             raise ValueError(f"--replicas must be at least 1, got {self.replicas}")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("TLS needs both --tls-cert and --tls-key")
 
 
 def parse_args(argv: list[str] | None = None) -> ReplicasConfig:
@@ -155,32 +182,23 @@ def parse_args(argv: list[str] | None = None) -> ReplicasConfig:
     return options.parse(ReplicasConfig, argv, prefix=ENV_PREFIX, prog=PROG, description=DESCRIPTION)
 
 
-def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    a = parse_args(argv)
+def _front_door(a: ReplicasConfig) -> FrontDoor | None:
+    """The front door the options describe, or None (logged) when they cannot make one."""
     try:
-        door = FrontDoor(read_api_keys(a.api_keys) if a.api_keys else None, a.rate, a.burst, a.max_body)
+        keys = read_api_keys(a.api_keys) if a.api_keys else None
+        tls = (a.tls_cert, a.tls_key) if a.tls_cert and a.tls_key else None
+        door = FrontDoor(keys, a.rate, a.burst, a.max_body, tls)
     except (OSError, ValueError) as e:
         log.error("front door: %s", e)
-        return 2
+        return None
     if door.api_keys is None and a.host not in LOOPBACK:
         log.warning("listening on %s without --api-keys: anyone who reaches it may call the models", a.host)
-    if not NGINX_TEMPLATE.is_file():
-        log.error("%s is missing: the replicas run from a checkout of the project", NGINX_TEMPLATE)
-        return 2
-    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    if not Path(nginx).exists():
-        log.error("nginx is not installed (Debian package nginx; `make tools` installs it)")
-        return 2
-    reps = replicas(a.replicas, a.base_port)
-    workdir = Path(tempfile.mkdtemp(prefix="bertserve-nginx-"))
-    conf = workdir / "nginx.conf"
-    conf.write_text(nginx_conf(reps, a.host, a.http_port, a.grpc_port, workdir, door))
-    conf.chmod(0o600)  # it holds the keys
-    check = subprocess.run([nginx, "-t", "-q", "-p", str(workdir), "-c", str(conf)], capture_output=True, text=True)
-    if check.returncode != 0:
-        log.error("nginx rejects the generated configuration: %s", check.stderr.strip())
-        return 2
+    if door.api_keys and door.tls is None and a.host not in LOOPBACK:
+        log.warning("listening on %s without --tls-cert: API keys cross the network in clear text", a.host)
+    return door
+
+
+def _start_replicas(a: ReplicasConfig, reps: list[Replica]) -> list[subprocess.Popen]:
     procs = []
     for r in reps:
         # The replicas inherit the BERTSERVE_SERVE_* variables; they stay on loopback whatever HOST says (nginx's).
@@ -188,31 +206,94 @@ def main(argv: list[str] | None = None) -> int:
                "--http-port", str(r.http_port), "--grpc-port", str(r.grpc_port),
                "--metrics-port", str(r.metrics_port)]  # fmt: skip
         procs.append(subprocess.Popen(cmd))
+    return procs
+
+
+SUPERVISE_POLL_S = 0.5
+
+
+def _supervise(a: ReplicasConfig, reps: list[Replica], nginx: str, conf: Path, stopping: threading.Event) -> int:
+    """Start the replicas, then nginx once they are ready; stop everything on a signal or when nginx dies.
+    Returns 1 when the replicas never became ready or nginx died, else the worst exit status of the processes."""
+    procs = _start_replicas(a, reps)
+    front: list[subprocess.Popen] = []  # nginx, once started
+    try:
+        result = _serve(a, reps, procs, [nginx, "-p", str(conf.parent), "-c", str(conf)], front, stopping)
+    finally:
+        for p in front:
+            if p.poll() is None:
+                p.send_signal(signal.SIGQUIT)  # graceful: finishes the calls it is passing on
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)  # each drains its own
+        codes = [p.wait() for p in front + procs]
+    return result or max(codes, key=abs)
+
+
+def _serve(
+    a: ReplicasConfig,
+    reps: list[Replica],
+    procs: list[subprocess.Popen],
+    nginx_cmd: list[str],
+    front: list[subprocess.Popen],
+    stopping: threading.Event,
+) -> int:
     deadline = time.monotonic() + a.ready_timeout_s
-    while not all(_ready(r.http_port) for r in reps):
-        if time.monotonic() > deadline or any(pr.poll() is not None for pr in procs):
+    while not stopping.is_set() and not all(_ready(r.http_port) for r in reps):
+        if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
             log.error("replicas did not all become ready; stopping")
-            for pr in procs:
-                pr.terminate()
             return 1
-        time.sleep(0.5)
-    front = subprocess.Popen([nginx, "-p", str(workdir), "-c", str(conf)])
+        stopping.wait(SUPERVISE_POLL_S)
+    if stopping.is_set():
+        return 0
+    front.append(subprocess.Popen(nginx_cmd))
     log.info(
         "%d replicas ready behind nginx: gRPC %s:%d, HTTP %s:%d; replica metrics on %s",
         len(reps), a.host, a.grpc_port, a.host, a.http_port, ", ".join(str(r.metrics_port) for r in reps),
     )  # fmt: skip
+    while not stopping.wait(SUPERVISE_POLL_S):
+        if front[0].poll() is not None:
+            log.error("nginx exited with %d: stopping the replicas", front[0].returncode)
+            return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    a = parse_args(argv)
+    door = _front_door(a)
+    if door is None:
+        return 2
+    if not NGINX_TEMPLATE.is_file():
+        log.error("%s is missing: the replicas run from a checkout of the project", NGINX_TEMPLATE)
+        return 2
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not Path(nginx).exists():
+        log.error("nginx is not installed (Debian package nginx; `make tools` installs it)")
+        return 2
+    # Installed before anything starts: a signal during the readiness wait stops what started and removes the
+    # configuration, which holds the keys.
+    stopping = threading.Event()
 
     def stop(signum: int, _frame: object) -> None:
         log.info("received %s: stopping nginx, then draining the replicas", signal.Signals(signum).name)
-        front.send_signal(signal.SIGQUIT)
-        for pr in procs:
-            pr.send_signal(signal.SIGTERM)
+        stopping.set()
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
-    codes = [front.wait(), *[pr.wait() for pr in procs]]
-    shutil.rmtree(workdir, ignore_errors=True)
-    return max(codes, key=abs)
+    reps = replicas(a.replicas, a.base_port)
+    workdir = Path(tempfile.mkdtemp(prefix="bertserve-nginx-"))
+    try:
+        conf = workdir / "nginx.conf"
+        conf.touch(mode=0o600)  # it holds the keys
+        conf.write_text(nginx_conf(reps, a.host, a.http_port, a.grpc_port, workdir, door))
+        check = subprocess.run([nginx, "-t", "-q", "-p", str(workdir), "-c", str(conf)], capture_output=True, text=True)
+        if check.returncode != 0:
+            log.error("nginx rejects the generated configuration: %s", check.stderr.strip())
+            return 2
+        return _supervise(a, reps, nginx, conf, stopping)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import os
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from serving.launcher import native
 from serving.launcher.admin import STOP_GRACE_S, Admin, drain_then_stop
-from serving.launcher.config import RESTRICTED, ServeConfig
+from serving.launcher.config import ENV_PREFIX, RESTRICTED, ServeConfig
 from serving.repository import hardware
 from serving.repository.manifest import REPOSITORY_INDEX, VerificationError, read, verify
 
@@ -52,14 +53,14 @@ def _bundled() -> Path:
 
 def _bundled_backends(root: Path) -> Path:
     """The Python backend with the stub of the running interpreter (a stub beside a model is not searched), and
-    the native encoder backend where it was built."""
+    the native encoder backend where it was built, in a directory only this user can write."""
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     stub = root / "python_backend_stubs" / version / STUB
     if not stub.is_file():
         raise LaunchError(f"the bundled tritonserver has no Python-backend stub for Python {version}")
-    dest = Path(tempfile.gettempdir()) / f"bertserve-backends-{os.getuid()}-py{version}"
+    dest = private_dir(Path(tempfile.gettempdir()) / f"bertserve-backends-{os.getuid()}-py{version}")
     python = dest / "python"
-    python.mkdir(parents=True, exist_ok=True)
+    python.mkdir(exist_ok=True)
     for src in [*(root / "backends" / "python").glob("*.*"), stub]:
         target = python / src.name
         if not target.exists() or target.stat().st_size != src.stat().st_size:
@@ -67,6 +68,21 @@ def _bundled_backends(root: Path) -> Path:
     if not native.install(dest):
         log.warning("the native %s backend is not built (%s): run `make setup`", native.NAME, native.LIBRARY)
     return dest
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` as a directory of this user's alone (0700): created so, or a real directory this user owns, made
+    0700. Anything else there (a symlink, another user's directory) may hold what another local user planted for
+    tritonserver to load: it is left alone, and a fresh private directory is used instead."""
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    st = path.lstat()
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
+        path.chmod(0o700)
+        return path
+    fresh = Path(tempfile.mkdtemp(prefix=f"{path.name}-"))
+    log.warning("%s is not a directory of this user's: using %s for the backends instead", path, fresh)
+    return fresh
 
 
 # The thread budget of the model processes, unless the environment sets its own. libgomp's workers spin for
@@ -79,9 +95,16 @@ def thread_env(target: str) -> dict[str, str]:
     return {"GOMP_SPINCOUNT": "10000", "TOKENIZERS_PARALLELISM": "true" if target == "cuda" else "false"}
 
 
+# What tritonserver, and through it every backend stub, must not inherit: the admin key when an operator set it
+# through the environment. (tritonserver 2.51 takes the key on its command line only.)
+SECRET_ENV = (f"{ENV_PREFIX}ADMIN_KEY",)
+
+
 def locate(cfg: ServeConfig, index: dict) -> Server:
     """The tritonserver binary, its backends and the environment it runs in, for the repository of ``index``."""
     env = {**thread_env(index.get("target", "cpu")), **os.environ}
+    for name in SECRET_ENV:
+        env.pop(name, None)
     explicit = cfg.tritonserver or shutil.which("tritonserver")
     if explicit:
         binary = Path(explicit)
@@ -209,7 +232,8 @@ def connection_age(cfg: ServeConfig) -> list[str]:
 
 
 def restricted(cfg: ServeConfig, key: str | None = None) -> list[str]:
-    """Model load/unload, trace and logging answer only calls that carry the admin key in ``admin_header``.
+    """Model load/unload, trace, logging and shared memory answer only calls that carry the admin key in
+    ``admin_header``.
 
     Without a configured key, a random one per start: the APIs are closed to everyone but this launcher."""
     key = key or cfg.admin_key or secrets.token_urlsafe(32)

@@ -7,7 +7,9 @@ Each ``observe``/``increment`` of a pb_utils metric is a synchronous round trip 
 process (20-60 µs each on the 2-core box; a batch of 64 requests made ~70 of them before its responses could
 leave). Updates therefore go through :class:`Recorder`, one thread that makes those calls in order, off the
 request path; it waits with the GIL released, so the serving thread goes on meanwhile. A scrape may lag a
-response by the recorder's queue (milliseconds); ``close()`` drains it before the model unloads.
+response by the recorder's queue (milliseconds); ``close()`` drains it before the model unloads. The queue is
+bounded: should the recorder fall behind by ``QUEUE_CAPACITY`` updates, further ones are dropped and counted
+(``Recorder.dropped``, logged at the first drop and at close) rather than held in memory.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ LATENCY_BUCKETS = [
     0.00005, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075,
     0.01, 0.015, 0.02, 0.03, 0.05, 0.1, 0.2, 0.5, 1.0,
 ]  # fmt: skip
+QUEUE_CAPACITY = 10_000  # updates waiting for the recorder (a few hundred batches' worth)
 BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128]
 RATIO_BUCKETS = [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
 STAGES = ("tokenize", "collate", "infer", "respond")
@@ -42,15 +45,22 @@ REASONS = (
 
 
 class Recorder:
-    """Runs metric updates on one background thread, in the order they were made."""
+    """Runs metric updates on one background thread, in the order they were made; drops (and counts) an update
+    that finds ``capacity`` waiting."""
 
-    def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[tuple[Callable[[float], Any], float] | None] = queue.SimpleQueue()
+    def __init__(self, capacity: int = QUEUE_CAPACITY) -> None:
+        self._queue: queue.Queue[tuple[Callable[[float], Any], float] | None] = queue.Queue(maxsize=capacity)
+        self.dropped = 0
         self._thread = threading.Thread(target=self._run, name="bertserve-metrics", daemon=True)
         self._thread.start()
 
     def submit(self, update: Callable[[float], Any], value: float) -> None:
-        self._queue.put((update, value))
+        try:
+            self._queue.put_nowait((update, value))
+        except queue.Full:
+            self.dropped += 1
+            if self.dropped == 1:
+                log.warning("the metrics recorder is %d updates behind: dropping updates", self._queue.maxsize)
 
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
@@ -62,8 +72,13 @@ class Recorder:
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Record everything queued so far, then stop the thread."""
-        self._queue.put(None)
+        try:
+            self._queue.put(None, timeout=timeout_s)
+        except queue.Full:
+            log.error("the metrics recorder did not take its stop within %.0f s", timeout_s)
         self._thread.join(timeout_s)
+        if self.dropped:
+            log.warning("%d metric updates were dropped while the recorder was behind", self.dropped)
 
 
 class Later:

@@ -1,7 +1,10 @@
 #include "tokenizer/tokenizer.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+
+#include "tokenizer/unicode.h"
 
 namespace bertserve::tokenizer {
 namespace {
@@ -60,6 +63,17 @@ void ReadPostProcessor(const json& p, std::vector<int64_t>* prefix, std::vector<
   if (!seen) throw Unsupported("a single template without its sequence");
 }
 
+// Where a chunk of raw text may end: before a space or an ASCII punctuation mark. Either normalizes to
+// itself under every setting (ASCII, combining class 0, neither removed nor decomposed) and ends a
+// pre-token, so chunks cut there tokenize to what the whole text does.
+bool IsChunkBoundary(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  return u == ' ' || (u < 0x80 && (unicode::Lookup(u).flags & unicode::kPunct) != 0);
+}
+
+// Raw bytes per chunk before the next boundary; a chunk holds at most a few hundred tokens.
+constexpr size_t kChunkBytes = 1024;
+
 }  // namespace
 
 Tokenizer::Tokenizer(WordPiece model, NormalizerSettings normalizer, std::vector<AddedToken> added,
@@ -108,36 +122,50 @@ std::unique_ptr<Tokenizer> Tokenizer::FromJson(std::string_view text) {
   }
 }
 
-void Tokenizer::EncodeSegment(std::string_view text, std::vector<int64_t>* ids) const {
+void Tokenizer::EncodeChunk(std::string_view text, size_t limit, std::vector<int64_t>* ids) const {
   thread_local std::u32string raw, normalized, scratch;
   thread_local std::string bytes;
   raw.clear();
   unicode::Decode(text, &raw);
   Normalize(normalizer_, raw, &normalized, &scratch);
-  PreTokenize(normalized, [&](std::u32string_view word) { model_.Tokenize(word, ids, &bytes); });
+  PreTokenize(normalized, [&](std::u32string_view word) {
+    if (ids->size() < limit) model_.Tokenize(word, ids, &bytes);
+  });
+}
+
+void Tokenizer::EncodeSegment(std::string_view text, size_t limit, std::vector<int64_t>* ids) const {
+  size_t start = 0;
+  while (start < text.size() && ids->size() < limit) {
+    size_t end = std::min(text.size(), start + kChunkBytes);
+    while (end < text.size() && !IsChunkBoundary(text[end])) ++end;  // ASCII bytes never sit inside a sequence
+    EncodeChunk(text.substr(start, end - start), limit, ids);
+    start = end;
+  }
 }
 
 bool Tokenizer::Encode(std::string_view text, size_t max_len, std::vector<int64_t>* ids) const {
   ids->assign(prefix_.begin(), prefix_.end());
+  const size_t budget = max_len > special_count() ? max_len - special_count() : 0;
+  const size_t limit = prefix_.size() + budget + 1;  // one id past the budget says the text was cut
+  // Added tokens split the raw text, leftmost then longest; next[k]: where added token k occurs next.
+  std::vector<size_t> next(added_.size());
+  for (size_t k = 0; k < added_.size(); ++k) next[k] = text.find(added_[k].content);
   size_t segment = 0;
-  for (size_t i = 0; i < text.size() && !added_.empty();) {
+  while (segment < text.size() && ids->size() < limit) {
     const AddedToken* best = nullptr;
-    for (const AddedToken& a : added_) {
-      if (text.compare(i, a.content.size(), a.content) == 0 && (!best || a.content.size() > best->content.size())) {
-        best = &a;
+    size_t at = text.size();
+    for (size_t k = 0; k < added_.size(); ++k) {
+      if (next[k] < segment) next[k] = text.find(added_[k].content, segment);
+      if (next[k] < at || (next[k] == at && best && added_[k].content.size() > best->content.size())) {
+        best = &added_[k];
+        at = next[k];
       }
     }
-    if (best == nullptr) {
-      ++i;
-      continue;
-    }
-    if (i > segment) EncodeSegment(text.substr(segment, i - segment), ids);
-    ids->push_back(best->id);
-    i += best->content.size();
-    segment = i;
+    EncodeSegment(text.substr(segment, at - segment), limit, ids);
+    if (best == nullptr) break;
+    if (ids->size() < limit) ids->push_back(best->id);
+    segment = at + best->content.size();
   }
-  if (text.size() > segment) EncodeSegment(text.substr(segment), ids);
-  const size_t budget = max_len > special_count() ? max_len - special_count() : 0;
   const bool truncated = ids->size() - prefix_.size() > budget;
   if (truncated) ids->resize(prefix_.size() + budget);
   ids->insert(ids->end(), suffix_.begin(), suffix_.end());

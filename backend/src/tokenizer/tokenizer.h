@@ -26,7 +26,8 @@ class Tokenizer {
   static std::unique_ptr<Tokenizer> FromJson(std::string_view json);
 
   // The ids of `text` (well-formed UTF-8) with the post-processor's special tokens, the content cut to
-  // max_len - the special tokens' count. Returns whether anything was cut.
+  // max_len - the special tokens' count. Returns whether anything was cut. Tokenizing stops once the content
+  // passes that budget: the cost is bounded by max_len, not by the text's size (bar a linear scan).
   bool Encode(std::string_view text, size_t max_len, std::vector<int64_t>* ids) const;
 
   size_t special_count() const { return prefix_.size() + suffix_.size(); }
@@ -34,8 +35,11 @@ class Tokenizer {
  private:
   Tokenizer(WordPiece model, NormalizerSettings normalizer, std::vector<AddedToken> added,
             std::vector<int64_t> prefix, std::vector<int64_t> suffix);
-  // Normalizes, pre-tokenizes and tokenizes one stretch of text without added tokens.
-  void EncodeSegment(std::string_view text, std::vector<int64_t>* ids) const;
+  // Normalizes, pre-tokenizes and tokenizes one stretch of text without added tokens, a chunk at a time,
+  // until `ids` holds `limit` ids or more.
+  void EncodeSegment(std::string_view text, size_t limit, std::vector<int64_t>* ids) const;
+  // Normalizes, pre-tokenizes and tokenizes one chunk, word by word until `ids` holds `limit` ids or more.
+  void EncodeChunk(std::string_view text, size_t limit, std::vector<int64_t>* ids) const;
 
   WordPiece model_;
   NormalizerSettings normalizer_;

@@ -10,7 +10,12 @@ WordPiece::WordPiece(Vocab vocab, std::string unk_token, std::string prefix, siz
   auto unk = vocab_.find(unk_token);
   if (unk == vocab_.end()) throw std::invalid_argument("the unknown token " + unk_token + " is not in the vocabulary");
   unk_id_ = unk->second;
-  for (const auto& [token, _] : vocab_) longest_ = std::max(longest_, token.size());
+  for (const auto& [token, _] : vocab_) {
+    longest_ = std::max(longest_, token.size());
+    if (token.starts_with(prefix_)) {
+      longest_continuation_ = std::max(longest_continuation_, token.size() - prefix_.size());
+    }
+  }
 }
 
 void WordPiece::Tokenize(std::u32string_view word, std::vector<int64_t>* ids, std::string* scratch) const {
@@ -30,7 +35,7 @@ void WordPiece::Tokenize(std::u32string_view word, std::vector<int64_t>* ids, st
   size_t start = 0;  // index into bounds
   while (start + 1 < bounds.size()) {
     size_t end = bounds.size() - 1;
-    const size_t room = longest_ - (start > 0 ? std::min(longest_, prefix_.size()) : 0);
+    const size_t room = start > 0 ? longest_continuation_ : longest_;
     while (end > start && bounds[end] - bounds[start] > room) --end;
     int64_t id = -1;
     for (; end > start; --end) {

@@ -48,7 +48,8 @@ class WordPiece {
   int64_t unk_id_;
   std::string prefix_;
   size_t max_chars_;
-  size_t longest_ = 0;  // the longest vocabulary entry in bytes: no match can be longer
+  size_t longest_ = 0;               // the longest vocabulary entry in bytes: no first piece can be longer
+  size_t longest_continuation_ = 0;  // the longest entry after the prefix, of those that start with it
 };
 
 }  // namespace bertserve::tokenizer

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import collections
 import json
+import random
+import string
+import time
 from pathlib import Path
 
 import pytest
@@ -70,10 +73,13 @@ def native(core, tokenizer_json):
     tok.close()
 
 
-def compare(hf: Tokenizer, native: nc.NativeTokenizer, texts: list[bytes]) -> tuple[int, list[str]]:
-    """(texts compared, the texts whose ids or truncation differ without a known-difference code point)."""
+def compare(
+    hf: Tokenizer, native: nc.NativeTokenizer, texts: list[bytes], max_len: int = MAX_SEQ
+) -> tuple[int, list[str]]:
+    """(texts compared, the texts whose ids or truncation differ without a known-difference code point); `hf`
+    truncates at `max_len`."""
     texts = [t for t in dict.fromkeys(texts)]
-    got = native.encode(texts, MAX_SEQ)
+    got = native.encode(texts, max_len)
     decoded = [t.decode("utf-8") for t, g in zip(texts, got, strict=True) if g is not None]
     expected = hf.encode_batch(decoded)
     unexplained, explained = [], []
@@ -82,7 +88,7 @@ def compare(hf: Tokenizer, native: nc.NativeTokenizer, texts: list[bytes]) -> tu
             (explained if KNOWN_DIFFERENCES & set(map(ord, text)) else unexplained).append(text)
     for text in explained:  # without its known-difference code points, the text must match
         clean = "".join(c for c in text if ord(c) not in KNOWN_DIFFERENCES)
-        (ids, truncated), enc = native.encode([clean.encode()], MAX_SEQ)[0], hf.encode(clean)
+        (ids, truncated), enc = native.encode([clean.encode()], max_len)[0], hf.encode(clean)
         if clean and (ids, truncated) != (enc.ids, bool(enc.overflowing)):
             unexplained.append(text)
     return len(decoded), unexplained
@@ -172,6 +178,49 @@ def test_fuzz_inputs_give_identical_ids_and_the_same_validation(core, hf, native
     edge = [t.encode() for t in EDGE_TEXTS] + [(" \u00a0\u1680\u2000\u200b\u2028\ufeff" * 9000).encode()]
     compared, unexplained = compare(hf, native, elements + edge)
     assert compared > 1000 and not unexplained, unexplained[:3]
+
+
+def long_texts(count: int, seed: int = 0) -> list[bytes]:
+    """Texts of 2-12 KiB: several of the tokenizer's chunks, with what could go wrong at a chunk's edge around
+    every boundary (marks after a space or a full stop, added tokens, removed controls, CJK, long words)."""
+    pieces = ["word", "Ünïcödé", "a\u0301", " \u0301", ".\u0301b", "[SEP]", "x[CLS]y", "[MASK]", "\v", "\t", "\x00",
+              "中文", "##ab", "x" * 99, "y" * 120, ",", " ", " ", "\u00a0", "ｆｕｌｌ", "e\u0327\u0301", "(", "\u2028"]  # fmt: skip
+    rng = random.Random(seed)
+    texts = []
+    for _ in range(count):
+        size, parts = rng.randrange(2048, 12288), []
+        while size > 0:
+            parts.append(rng.choice(pieces))
+            size -= len(parts[-1].encode())
+        texts.append("".join(parts).encode())
+    return texts
+
+
+def test_long_texts_give_identical_ids_cut_or_whole(tokenizer_json, hf, native):
+    whole = Tokenizer.from_file(str(tokenizer_json))
+    whole.no_padding()
+    whole.enable_truncation(1 << 16)
+    texts = long_texts(60)
+    for reference, max_len in [(hf, MAX_SEQ), (whole, 1 << 16)]:
+        compared, unexplained = compare(reference, native, texts, max_len)
+        assert compared == len(texts) and not unexplained, unexplained[:1]
+
+
+def test_tokenizing_stops_at_the_budget(native):
+    """32 texts of 64 KiB of long words cost about what their first 2 KiB cost: the tokens past max_seq are not
+    made (before, 32 times as many were)."""
+    rng = random.Random(0)
+    words = [" ".join("".join(rng.choices(string.ascii_lowercase, k=99)) for _ in range(655)).encode()] * 32
+
+    def fastest_s(texts: list[bytes]) -> float:
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            native.encode(texts, MAX_SEQ)
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    assert fastest_s(words) < 4 * fastest_s([w[:2048] for w in words])
 
 
 def test_an_unsupported_tokenizer_is_refused_with_its_reason(core, tokenizer_json, tmp_path):

@@ -126,3 +126,16 @@ def test_servicemonitor_scrapes_the_service_named_like_the_rules_job(built):
     )
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     assert {p["name"] for p in service["spec"]["ports"]} >= {e["port"] for e in monitor["spec"]["endpoints"]}
+
+
+def test_only_clients_and_prometheus_reach_the_pods_and_no_token_is_mounted(built):
+    pod = built["Deployment"]["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    policy = built["NetworkPolicy/bertserve"]["spec"]
+    labels = built["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    assert policy["podSelector"]["matchLabels"].items() <= labels.items()
+    assert set(policy["policyTypes"]) == {"Ingress", "Egress"}
+    ports = {p["port"] for rule in policy["ingress"] for p in rule["ports"]}
+    assert ports == {"http", "grpc", "metrics"}
+    assert all(rule.get("from") for rule in policy["ingress"])  # none open to every source
+    assert {p["port"] for rule in policy["egress"] for p in rule["ports"]} == {53}

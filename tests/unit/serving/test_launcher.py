@@ -128,3 +128,24 @@ def test_remove_regions_removes_only_stub_regions():
     finally:
         region.unlink(missing_ok=True)
         other.unlink(missing_ok=True)
+
+
+def test_the_admin_key_set_in_the_environment_is_not_passed_to_tritonserver(repo, monkeypatch):
+    """tritonserver hands its environment to every backend stub: model code must not find the key there."""
+    from serving.launcher.server import locate
+
+    monkeypatch.setenv("BERTSERVE_SERVE_ADMIN_KEY", "operator-key")
+    cfg = parse_args(["--repository", str(repo), "--tritonserver", "/bin/true"])
+    assert cfg.admin_key == "operator-key"
+    assert "operator-key" not in locate(cfg, read_index(repo)).env.values()
+
+
+def test_shared_memory_is_restricted_with_model_control(repo, backends):
+    from serving.launcher.server import Server
+
+    cfg = parse_args(["--repository", str(repo)])
+    cmd = command(cfg, Server(Path("/bin/tritonserver"), backends, {}), ["bert"], "k")
+    for flag in ("--http-restricted-api=", "--grpc-restricted-protocol="):
+        (spec,) = [c.removeprefix(flag) for c in cmd if c.startswith(flag)]
+        groups = spec.split(":")[0].split(",")
+        assert {"model-repository", "shared-memory", "trace", "logging"} <= set(groups), spec

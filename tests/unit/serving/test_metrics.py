@@ -1,4 +1,5 @@
-"""The metric recorder: updates leave the request path, keep their order, and none is lost at close."""
+"""The metric recorder: updates leave the request path, keep their order, none queued is lost at close, and the
+queue is bounded."""
 
 from __future__ import annotations
 
@@ -69,3 +70,15 @@ def test_a_failing_update_does_not_stop_the_ones_after_it():
     recorder.submit(done.append, 2.0)
     recorder.close()
     assert done == [2.0]
+
+
+def test_a_recorder_that_falls_behind_drops_and_counts_instead_of_queueing_without_bound():
+    release, done = threading.Event(), []
+    recorder = Recorder(capacity=10)
+    recorder.submit(lambda _: release.wait(10), 0.0)  # holds the recorder thread
+    for i in range(1000):
+        recorder.submit(done.append, float(i))
+    assert 990 <= recorder.dropped <= 991  # the first update may or may not have left the queue yet
+    release.set()
+    recorder.close()
+    assert done == [float(i) for i in range(len(done))] and len(done) + recorder.dropped == 1000

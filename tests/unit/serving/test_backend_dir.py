@@ -1,0 +1,76 @@
+"""The directory the launcher installs tritonserver's backends into is private to the user who runs it."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from serving.launcher import native, server
+
+
+@pytest.fixture()
+def bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A bundled tritonserver's stub and Python backend, and a temporary directory of the test's own."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    root = tmp_path / "tritonserver"
+    (root / "python_backend_stubs" / version).mkdir(parents=True)
+    (root / "python_backend_stubs" / version / server.STUB).write_bytes(b"stub")
+    (root / "backends" / "python").mkdir(parents=True)
+    (root / "backends" / "python" / "libtriton_python.so").write_bytes(b"python backend")
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.setattr(native, "LIBRARY", tmp_path / "not-built.so")
+    return root
+
+
+def expected_dir() -> Path:
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return Path(tempfile.gettempdir()) / f"bertserve-backends-{os.getuid()}-py{version}"
+
+
+def assert_private(path: Path) -> None:
+    st = path.lstat()
+    assert stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) == 0o700
+
+
+def test_the_backend_directory_is_created_private(bundle):
+    dest = server._bundled_backends(bundle)
+    assert dest == expected_dir()
+    assert_private(dest)
+    assert (dest / "python" / server.STUB).read_bytes() == b"stub"
+
+
+def test_an_open_directory_of_ones_own_is_closed(bundle):
+    expected_dir().mkdir(mode=0o777)
+    expected_dir().chmod(0o777)
+    assert server._bundled_backends(bundle) == expected_dir()
+    assert_private(expected_dir())
+
+
+def test_a_planted_symlink_is_not_followed(bundle, tmp_path):
+    planted = tmp_path / "planted"
+    (planted / "python").mkdir(parents=True)
+    (planted / "python" / server.STUB).write_bytes(b"evil")  # the size of the real one: reused before
+    expected_dir().symlink_to(planted)
+    dest = server._bundled_backends(bundle)
+    assert dest != expected_dir() and dest.resolve() != planted
+    assert_private(dest)
+    assert (dest / "python" / server.STUB).read_bytes() == b"stub"
+    assert (planted / "python" / server.STUB).read_bytes() == b"evil"
+
+
+def test_another_users_directory_is_not_used(bundle, monkeypatch):
+    other = os.getuid() + 1
+    foreign = (
+        Path(tempfile.gettempdir()) / f"bertserve-backends-{other}-py{sys.version_info.major}.{sys.version_info.minor}"
+    )
+    foreign.mkdir()  # owned by the test's user, so another user's to the launcher that runs as uid + 1
+    monkeypatch.setattr(os, "getuid", lambda: other)
+    dest = server._bundled_backends(bundle)
+    assert dest.parent == foreign.parent and dest.name.startswith(foreign.name + "-")
+    assert not any(foreign.iterdir())
