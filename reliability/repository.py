@@ -37,14 +37,13 @@ def replace_file(path: Path, data: bytes) -> None:
 
 
 def rewrite_config(model_dir: Path, policy: QueuePolicy) -> None:
-    """Set the model's shedding (Triton's queue policy, or the native backend's parameters) through the config
-    generator and record the new hash in its manifest."""
+    """Set the model's shedding (Triton's queue policy, or the native backend's default deadline, which admits by
+    queued work rather than by count) through the config generator and record the new hash in its manifest."""
     config = json_format.MessageToDict(
         parse((model_dir / "config.pbtxt").read_text()), preserving_proto_field_name=True
     )
-    if config["backend"] == native.NAME:
-        config["parameters"]["max_queue_size"] = {"string_value": str(policy.max_queue_size)}
-        config["parameters"]["queue_timeout_us"] = {"string_value": str(policy.timeout_us)}
+    if config["backend"] == native.NAME:  # admission by work: the policy's timeout is the default deadline
+        config["parameters"]["deadline_us"] = {"string_value": str(policy.timeout_us)}
     else:
         config.setdefault("dynamic_batching", {})["default_queue_policy"] = queue_policy(policy)
     replace_file(model_dir / "config.pbtxt", render(config).encode())

@@ -75,19 +75,23 @@ async def _burst(url: str, n: int, tokens: int, timeout_us: int | None = None, b
 
 
 @pytest.mark.slow
-def test_a_full_queue_refuses_at_once_and_a_late_request_at_its_turn(exported_repository, tmp_path):
+def test_requests_are_admitted_by_queued_work_against_their_deadline(exported_repository, tmp_path):
     repo = linked_copy(exported_repository, tmp_path / "repo")
-    rewrite_config(repo / "bert", QueuePolicy(max_queue_size=32, timeout_us=10_000_000))
+    rewrite_config(repo / "bert", QueuePolicy(max_queue_size=1, timeout_us=20_000))  # a 20 ms default deadline
     with processes.running(repo, tmp_path / "server.log") as server:
-        full = asyncio.run(_burst(server.grpc_url, 80, 16, behind=5))
-        # The client's own deadline (1 ms) is shorter than the model's: what queues behind a forward outwaits it.
-        late = asyncio.run(_burst(server.grpc_url, 2, 16, timeout_us=1000, behind=5))
+        # 64 rows of 128 tokens behind a busy forward: far more than 20 ms of work on two CPUs.
+        crowd = asyncio.run(_burst(server.grpc_url, 64, 128, behind=5))
+        # The same with a minute to spare each: a bulk client waits and is served.
+        bulk = asyncio.run(_burst(server.grpc_url, 64, 128, timeout_us=60_000_000, behind=5))
+        # A client's own deadline shorter than the work ahead of it: refused at once.
+        hurried = asyncio.run(_burst(server.grpc_url, 2, 16, timeout_us=1000, behind=5))
         after = asyncio.run(_burst(server.grpc_url, 1, 16))
-    refused = [r for r in full if r != "ok"]
-    assert "ok" in full and refused, full
-    assert all(r.startswith("StatusCode.UNAVAILABLE: bert is overloaded: 32 sequences") for r in refused), refused
-    expired = [r for r in late if r != "ok"]
-    assert expired and all("past its deadline of 1.0 ms" in r and "UNAVAILABLE" in r for r in expired), late
+    refused = [r for r in crowd if r != "ok"]
+    assert "ok" in crowd and refused, crowd
+    assert all(r.startswith("StatusCode.UNAVAILABLE: bert is overloaded: ") for r in refused), refused
+    assert all("ms of work is queued ahead of this request" in r and "deadline of 20.0 ms" in r for r in refused)
+    assert bulk == ["ok"] * 64, [r for r in bulk if r != "ok"][:3]
+    assert hurried and all("UNAVAILABLE" in r and "deadline of 1.0 ms" in r for r in hurried), hurried
     assert after == ["ok"]
 
 

@@ -7,7 +7,15 @@ import dataclasses
 import pytest
 
 from export.config import parse_args
-from export.model_configs import QueuePolicy, ServingShape, bert_config, parse, render, tokenizer_config
+from export.model_configs import (
+    NO_DEADLINE_US,
+    QueuePolicy,
+    ServingShape,
+    bert_config,
+    parse,
+    render,
+    tokenizer_config,
+)
 from serving.launcher import native
 
 SHAPE = ServingShape(
@@ -43,12 +51,11 @@ def test_the_python_encoder_sheds_through_triton_queue_policy():
 def test_the_native_encoder_sheds_itself_without_a_queue_policy(kind):
     config = parse(render(native_bert(dataclasses.replace(SHAPE, kind=kind))))
     assert not config.dynamic_batching.HasField("default_queue_policy")  # it would bring back the 500 ms poll
-    assert config.parameters["max_queue_size"].string_value == "64"
-    assert config.parameters["queue_timeout_us"].string_value == "100000"
+    assert config.parameters["deadline_us"].string_value == "10000"  # admission by work against the deadline
+    assert config.parameters["max_batch_tokens"].string_value == str(32 * 128)  # the rows bind by default
     assert config.dynamic_batching.max_queue_delay_microseconds == 0  # it batches what queues during a forward
     unbounded = parse(render(native_bert(dataclasses.replace(SHAPE, queue=None))))
-    assert unbounded.parameters["max_queue_size"].string_value == "0"
-    assert unbounded.parameters["queue_timeout_us"].string_value == "0"
+    assert unbounded.parameters["deadline_us"].string_value == str(NO_DEADLINE_US)
 
 
 def test_the_tokenizer_has_no_queue_policy():
