@@ -247,6 +247,7 @@ KNOWN_METRICS = (
         "bertserve_tokens_total",
         "bertserve_truncated_total",
         "bertserve_failures_total",
+        "bertserve_queue_backlog_seconds",
         "loadtest_requests_total",
     }
     | _summary("nv_inference_request_summary_us")
