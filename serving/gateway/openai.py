@@ -37,7 +37,7 @@ async def embeddings(gw: Gateway, req: EmbeddingsRequest) -> dict:
         ]
     else:
         data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
-    tokens = int(np.sum(out.tokens)) if out.tokens is not None else 0
+    tokens = int(np.sum(out.tokens)) if out.tokens is not None else gw.count_tokens(inputs)
     return {
         "object": "list",
         "data": data,

@@ -31,12 +31,22 @@ class Gateway:
     manifest: dict = field(default_factory=dict)  # the text model's manifest (checkpoint source, max_seq)
     metrics: Metrics = field(default_factory=Metrics)
     created: int = field(default_factory=lambda: int(time.time()))
+    _warned: bool = False
+
+    def count_tokens(self, texts: list[str]) -> int:
+        """Tokens of ``texts`` by the repository's tokenizer (the one the native model reproduces id for id), for a
+        model that answers without TOKENS; 0 without a repository."""
+        if self.tokenizer is None:
+            return 0
+        if not self._warned:
+            log.warning("%s answers without TOKENS: usage is counted by the gateway's tokenizer", self.cfg.model)
+            self._warned = True
+        return sum(len(e.ids) for e in self.tokenizer.encode_batch(texts))
 
     @property
     def model_ids(self) -> list[str]:
-        """The names a request may give: the text model's, and the checkpoint's where the repository names it."""
-        source = self.manifest.get("source")
-        return [self.cfg.model, *([source] if source and source != self.cfg.model else [])]
+        """The names a request may give: the text model's."""
+        return [self.cfg.model]
 
 
 def load_repository(repository: Path | None, model: str) -> tuple[Any, dict]:
@@ -52,7 +62,10 @@ def load_repository(repository: Path | None, model: str) -> tuple[Any, dict]:
     if not tokenizer_json.is_file():
         log.warning("%s has no tokenizer: /tokenize will answer 503", repository)
         return None, manifest
-    return Tokenizer.from_file(str(tokenizer_json)), manifest
+    tokenizer = Tokenizer.from_file(str(tokenizer_json))
+    if "max_seq" in manifest:
+        tokenizer.enable_truncation(int(manifest["max_seq"]))
+    return tokenizer, manifest
 
 
 def encode_texts(texts: list[str], param: str) -> list[bytes]:

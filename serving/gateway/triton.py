@@ -51,16 +51,19 @@ def _info(config: service_pb2.ModelConfigResponse) -> ModelInfo:
 
 class Triton:
     def __init__(self, url: str, model: str, encoder: str) -> None:
-        self.model, self.encoder = model, encoder
+        self.url, self.model, self.encoder = url, model, encoder
+        self._info: dict[str, ModelInfo] = {}
+
+    async def start(self) -> None:
+        """The channel, on the serving event loop (grpc.aio binds a channel to the loop it is made on)."""
         self.channel = grpc.aio.insecure_channel(
-            url,
+            self.url,
             options=[
                 ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_SIZE),
                 ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_SIZE),
             ],
         )
         self.stub = service_pb2_grpc.GRPCInferenceServiceStub(self.channel)
-        self._info: dict[str, ModelInfo] = {}
 
     async def close(self) -> None:
         await self.channel.close()

@@ -28,6 +28,9 @@ class FakeTriton:
     async def ready(self) -> bool:
         return self.fail is None
 
+    async def start(self) -> None:
+        pass
+
     async def close(self) -> None:
         pass
 
