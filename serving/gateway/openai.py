@@ -28,7 +28,7 @@ async def embeddings(gw: Gateway, req: EmbeddingsRequest) -> dict:
             raise errors.BadRequest(f"'input[{empty[0]}]' is an empty array of token ids", "input")
         out = await gw.triton.embed_ids(inputs)
     else:
-        out = await gw.triton.embed(encode_texts(inputs, "input"), truncate=False)
+        out = await gw.embed(encode_texts(inputs, "input"), truncate=False)
     vectors = truncated_dimensions(out.vectors, req.dimensions, await gw.triton.info())
     if req.encoding_format == "base64":
         data = [

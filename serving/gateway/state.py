@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 
 from serving.gateway import errors
+from serving.gateway.coalesce import Coalescer
 from serving.gateway.config import GatewayConfig
 from serving.gateway.metrics import Metrics
-from serving.gateway.triton import ModelInfo, Triton
+from serving.gateway.triton import Embedded, ModelInfo, Triton
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,13 @@ class Gateway:
     metrics: Metrics = field(default_factory=Metrics)
     created: int = field(default_factory=lambda: int(time.time()))
     _warned: bool = False
+    _coalescer: Coalescer | None = None
+
+    async def embed(self, texts: list[bytes], truncate: bool) -> Embedded:
+        """The texts' embeddings from the text model; concurrent requests may share a call (serving.gateway.coalesce)."""
+        if self._coalescer is None:
+            self._coalescer = Coalescer(self.triton.embed, (await self.triton.info()).max_batch)
+        return await self._coalescer.embed(texts, truncate)
 
     def count_tokens(self, texts: list[str]) -> int:
         """Tokens of ``texts`` by the repository's tokenizer (the one the native model reproduces id for id), for a

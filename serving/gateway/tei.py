@@ -25,7 +25,7 @@ async def embed(gw: Gateway, req: EmbedRequest) -> np.ndarray:
         raise errors.BadRequest("`inputs` cannot be empty")
     if len(inputs) > gw.cfg.max_inputs:
         raise errors.TooLarge(f"batch size {len(inputs)} > maximum allowed batch size {gw.cfg.max_inputs}")
-    out = await gw.triton.embed(encode_texts(inputs, "inputs"), truncate=bool(req.truncate))
+    out = await gw.embed(encode_texts(inputs, "inputs"), truncate=bool(req.truncate))
     return truncated_dimensions(out.vectors, req.dimensions, await gw.triton.info())
 
 
