@@ -65,7 +65,12 @@ class Caller:
 
     async def call(self, url: str, body: bytes) -> None:
         if url == "grpc":
-            await self.stub.ModelInfer(self.request)
+            try:
+                await self.stub.ModelInfer(self.request)
+            except grpc.aio.AioRpcError as e:  # the server's connection age closed the channel: as the gateway does
+                if e.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise
+                await self.stub.ModelInfer(self.request)
             return
         async with self.session.post(url, data=body, headers={"content-type": "application/json"}) as r:
             await r.read()

@@ -127,14 +127,27 @@ class Triton:
 
     async def _infer(self, request: service_pb2.ModelInferRequest, offset: int, output: str) -> Embedded:
         try:
-            answer = await self.stub.ModelInfer(request)
+            answer = await self._call(request)
         except grpc.aio.AioRpcError as e:
-            raise errors.from_grpc(e, param="input") from e
+            error = errors.from_grpc(e, param="input")
+            if offset:  # the model names elements of its own call: this call's first input is input[offset]
+                error.message = f"in the inputs from input[{offset}] on: {error.message}"
+            raise error from e
         tensors = {o.name: (o, raw) for o, raw in zip(answer.outputs, answer.raw_output_contents, strict=True)}
         meta, raw = tensors[output]
         vectors = np.frombuffer(raw, dtype="<f4").reshape(tuple(meta.shape))
         tokens = np.frombuffer(tensors[TOKENS][1], dtype="<i8").reshape(-1) if TOKENS in tensors else None
         return Embedded(vectors, tokens)
+
+    async def _call(self, request: service_pb2.ModelInferRequest) -> service_pb2.ModelInferResponse:
+        """One retry of a call the connection lost (the server closes connections after --grpc-max-connection-age-s,
+        and a call sent as it does fails with UNAVAILABLE); never of a refusal (load shedding)."""
+        try:
+            return await self.stub.ModelInfer(request)
+        except grpc.aio.AioRpcError as e:
+            if e.code() != grpc.StatusCode.UNAVAILABLE or isinstance(errors.from_grpc(e), errors.Overloaded):
+                raise
+            return await self.stub.ModelInfer(request)
 
 
 def _joined(parts: list[Embedded]) -> Embedded:

@@ -184,3 +184,36 @@ def test_health_and_metrics_by_route():
     text = c.get("/metrics").text
     assert 'bertserve_gateway_requests_total{route="/v1/embeddings",status="200"} 1.0' in text
     assert 'bertserve_gateway_request_duration_seconds_count{route="/health"} 1.0' in text
+
+
+class Stub:
+    def __init__(self, *failures: grpc.aio.AioRpcError) -> None:
+        self.failures, self.calls = list(failures), 0
+
+    async def ModelInfer(self, request):  # noqa: N802 (the gRPC method's name)
+        self.calls += 1
+        if self.failures:
+            raise self.failures.pop(0)
+        return "answer"
+
+
+@pytest.mark.parametrize(
+    ("failure", "calls", "answered"),
+    [
+        (Refusal(grpc.StatusCode.UNAVAILABLE, "Socket closed"), 2, True),  # the server's connection age: once more
+        (Refusal(grpc.StatusCode.UNAVAILABLE, "embed is overloaded: 64 requests queued"), 1, False),  # shed: never
+        (Refusal(grpc.StatusCode.INVALID_ARGUMENT, "TEXT element 0 is empty"), 1, False),
+    ],
+)
+def test_a_call_the_connection_lost_is_sent_once_more_a_refusal_never(failure, calls, answered):
+    import asyncio
+
+    from serving.gateway.triton import Triton
+
+    t = Triton("unused:1", "embed", "bert")
+    t.stub = Stub(failure)
+    try:
+        result = asyncio.run(t._call(None))
+    except grpc.aio.AioRpcError:
+        result = None
+    assert t.stub.calls == calls and (result == "answer") == answered
