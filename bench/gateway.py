@@ -2,7 +2,8 @@
 
 Variants, each one short text a request: KServe HTTP with JSON output (``/v2/models/embed/infer``, what the README's
 curl sends), KServe HTTP with binary output, KServe gRPC from Python (the call the gateway makes), the gateway's
-``/v1/embeddings`` (float and base64) and TEI's ``/embed``. At c=1 every iteration calls each variant once (order
+``/v1/embeddings`` (float and base64), TEI's ``/embed``, and ``/v1/embeddings`` on a second gateway whose requests
+never share a call (``--max-calls 0``). At c=1 every iteration calls each variant once (order
 rotated), so the shared machine's noise falls on all alike: p50/p99 per variant and the median of the paired
 differences to KServe HTTP. At c=8, rounds cycle through the variants: req/s per round and its ratio to KServe HTTP's
 in the same round (medians over rounds). The HTTP clients are aiohttp with keep-alive, in this process.
@@ -15,6 +16,7 @@ import asyncio
 import json
 import logging
 import platform
+import socket
 import subprocess
 import sys
 import time
@@ -52,6 +54,16 @@ def variants(server: processes.ServerProcess) -> dict[str, tuple[str, bytes]]:
         ),
         "tei_embed": (f"{gw}/embed", json.dumps({"inputs": TEXT}).encode()),
     }
+
+
+def uncoalesced(server: processes.ServerProcess) -> tuple[subprocess.Popen, str]:
+    """A second gateway on the same server, every request its own call (--max-calls 0)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "serving.gateway", "--port", str(port), "--triton-url", server.grpc_url,
+           "--repository", str(server.repository), "--max-calls", "0"]  # fmt: skip
+    return subprocess.Popen(cmd), f"http://127.0.0.1:{port}"
 
 
 class Caller:
@@ -135,9 +147,12 @@ async def throughput(caller: Caller, targets: dict[str, tuple[str, bytes]], roun
     }
 
 
-async def measure(server: processes.ServerProcess, iterations: int, rounds: int, requests: int) -> dict:
+async def measure(
+    server: processes.ServerProcess, uncoalesced_url: str, iterations: int, rounds: int, requests: int
+) -> dict:
     caller = Caller(server.grpc_url)
     targets = variants(server)
+    targets["openai_float_own_calls"] = (f"{uncoalesced_url}/v1/embeddings", targets["openai_float"][1])
     try:
         for target in targets.values():  # warm-up, uncounted
             await _closed(caller, target, 8, 100)
@@ -182,12 +197,18 @@ def main(argv: list[str] | None = None) -> int:
     server = processes.start(a.repository.resolve(), Path("/tmp") / f"bench-gateway-{time.time_ns()}.log")
     try:
         server.wait_ready()
-        deadline = time.monotonic() + 30
-        while processes.http_status(f"http://{server.gateway_url}/health") != 200:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the gateway did not become healthy")
-            time.sleep(0.2)
-        results = asyncio.run(measure(server, a.iterations, a.rounds, a.requests))
+        second, second_url = uncoalesced(server)
+        try:
+            deadline = time.monotonic() + 30
+            urls = (f"http://{server.gateway_url}", second_url)
+            while not all(processes.http_status(f"{u}/health") == 200 for u in urls):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the gateways did not become healthy")
+                time.sleep(0.2)
+            results = asyncio.run(measure(server, second_url, a.iterations, a.rounds, a.requests))
+        finally:
+            second.terminate()
+            second.wait(10)
     finally:
         processes.stop(server)
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()}

@@ -31,8 +31,13 @@ class GatewayConfig:
     max_body_bytes: int = option(4 << 20, "largest request body taken (HTTP 413 above it; nginx's default too)")
     max_inputs: int = option(2048, "most inputs one request may carry (OpenAI's limit)")
     exit_timeout_s: int = option(30, "how long SIGTERM waits for requests in flight")
+    max_calls: int = option(
+        2, "calls to the text model out at once before requests wait to share the next (0: every request its own call)"
+    )
 
     def __post_init__(self) -> None:
+        if self.max_calls < 0:
+            raise ValueError("max_calls must be 0 or more")
         if self.max_body_bytes <= 0 or self.max_inputs <= 0:
             raise ValueError("max_body_bytes and max_inputs must be positive")
 

@@ -37,8 +37,11 @@ class Gateway:
 
     async def embed(self, texts: list[bytes], truncate: bool) -> Embedded:
         """The texts' embeddings from the text model; concurrent requests may share a call (serving.gateway.coalesce)."""
+        if not self.cfg.max_calls:
+            return await self.triton.embed(texts, truncate)
         if self._coalescer is None:
-            self._coalescer = Coalescer(self.triton.embed, (await self.triton.info()).max_batch)
+            max_batch = (await self.triton.info()).max_batch
+            self._coalescer = Coalescer(self.triton.embed, max_batch, self.cfg.max_calls)
         return await self._coalescer.embed(texts, truncate)
 
     def count_tokens(self, texts: list[str]) -> int:
