@@ -212,3 +212,15 @@ def test_malformed_bodies_get_clear_errors_and_the_server_stays_up(gateway, rout
             message = answer["error"]["message"] if route.startswith("/v1") else answer["error"]
             assert message
     assert _get(f"{gateway}/health")[0] == 200
+
+
+def test_loadtest_drives_the_openai_route_with_its_verdict(triton_server, gateway, tmp_path):
+    from loadtest import EXIT_BREACHED, EXIT_MET
+    from loadtest.__main__ import main
+
+    short = ["--url", triton_server.gateway_url, "--protocol", "openai", "--concurrency", "2", "--duration-s", "1"]
+    short += ["--warmup-s", "0.5", "--metrics-port", "0", "--no-progress", "--no-plot", "--output-dir", str(tmp_path)]
+    assert main([*short, "--budget-ms", "10000"]) == EXIT_MET
+    step = json.loads((tmp_path / "embed_closed.json").read_text())["steps"][0]
+    assert step["completed"] > 0 and step["failed"] == 0
+    assert main([*short, "--budget-ms", "0.01"]) == EXIT_BREACHED
