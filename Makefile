@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.setup-done
 ARGS   ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup backend backend-asan tools export serve test test-unit lint format validate-deploy loadtest loadtest-compare reliability soak bench bench-served profile clean
+.PHONY: help setup backend backend-asan tools export serve test test-unit lint format validate-deploy loadtest loadtest-compare reliability soak bench bench-served bench-gateway profile clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -50,7 +50,7 @@ tools: setup ## Install the system tools the tests need (Debian prometheus/promt
 export: setup ## Export the default model (MiniLM, CPU) into model_repository/  (ARGS="--help" for options)
 	$(PY) -m export $(ARGS)
 
-serve: setup ## Start tritonserver on model_repository/ (HTTP 8000, gRPC 8001, metrics 8002; REPLICAS=N behind nginx)
+serve: setup ## Start tritonserver on model_repository/ (HTTP 8000, gRPC 8001, metrics 8002, OpenAI/TEI 8080; REPLICAS=N behind nginx)
 	$(PY) -m $(if $(REPLICAS),serving.launcher.replicas --replicas $(REPLICAS),serving) $(ARGS)
 
 loadtest: setup ## The highest load the running server holds within the 10 ms budget, and the verdict (ARGS: another run, "--help")
@@ -92,6 +92,9 @@ profile: setup ## The served model kernel by kernel under torch.profiler: top ke
 
 bench-served: setup ## Served benchmark through tritonserver (c=1 + perf_analyzer sweep) -> reports/served-<label>.{json,md}
 	$(PY) -m bench.served --repository model_repository --client-cpus $(or $(CLIENT_CPUS),1) $(ARGS)
+
+bench-gateway: setup ## The OpenAI and TEI routes against direct KServe HTTP/gRPC, interleaved -> reports/gateway-cpu.json
+	$(PY) -m bench.gateway --repository model_repository $(ARGS)
 
 clean: ## Remove build outputs (model repository artifacts, reports)
 	find model_repository -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +

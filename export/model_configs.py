@@ -200,13 +200,14 @@ def embed_config(shape: ServingShape, bert_model: str = "bert") -> dict[str, Any
 
 def native_embed_config(shape: ServingShape, precision: str, runtime: str, threads: int = 0) -> dict[str, Any]:
     """`embed` as one model of the native backend: TEXT in, tokenized on its compute threads, EMBEDDING and
-    TRUNCATED out (the encoder model's parameters and batching, the ensemble's inputs and outputs)."""
+    TRUNCATED out (the encoder model's parameters and batching, the ensemble's inputs and outputs), and TOKENS,
+    the tokens of each text with the special ones, for a request that asks for it (the OpenAI route's usage)."""
     config = bert_config("embed", shape, precision, runtime, "bertserve", threads)
     text = {"data_type": "TYPE_STRING", "dims": [1], "input_data_file": WARMUP_TEXT}
     return {
         **config,
         "input": [{"name": "TEXT", "data_type": "TYPE_STRING", "dims": [1]}],
-        "output": embed_config(shape)["output"],
+        "output": [*embed_config(shape)["output"], {"name": "TOKENS", "data_type": "TYPE_INT64", "dims": [1]}],
         "model_warmup": [
             {"name": f"batch_{b}", "batch_size": b, "inputs": {"TEXT": text}}
             for b in sorted({1, min(8, shape.max_batch)})

@@ -35,7 +35,7 @@ class LoadTestConfig:
     """Everything one load-test run needs. Latencies in milliseconds, durations in seconds."""
 
     url: str = option(DEFAULT_URL, "server address host:port (gRPC 8001, HTTP 8000)")
-    protocol: str = option("grpc", "grpc or http")
+    protocol: str = option("grpc", "grpc, http, or openai (the gateway's /v1/embeddings; --url host:8080)")
     model: str = option("embed", "the model every request calls")
     mode: str = option("closed", "closed (fixed concurrency) or open (arrival rate)")
     concurrency: tuple[int, ...] = option(DEFAULT_CONCURRENCY, "closed-loop sweep, comma-separated")
@@ -69,7 +69,7 @@ class LoadTestConfig:
     progress: bool = option(True, "show a progress bar per step (on a terminal)")
 
     def __post_init__(self) -> None:
-        _check(self.protocol in ("grpc", "http"), "protocol must be grpc or http")
+        _check(self.protocol in ("grpc", "http", "openai"), "protocol must be grpc, http or openai")
         _check(self.mode in ("closed", "open"), "mode must be closed or open")
         _check(self.arrival in ("poisson", "constant"), "arrival must be poisson or constant")
         _check(self.payload in ("corpus", "fixed"), "payload must be corpus or fixed")

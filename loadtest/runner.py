@@ -18,6 +18,7 @@ from loadtest import EXIT_BREACHED, EXIT_COULD_NOT_RUN, EXIT_MET, CouldNotRunErr
 from loadtest.client import TritonClient
 from loadtest.config import LoadTestConfig
 from loadtest.metrics import LoadTestMetrics
+from loadtest.openai_client import OpenAIClient
 from loadtest.payload import Payload, build_pool, token_summary
 from loadtest.report import console_table, write_csv, write_json, write_plot
 from loadtest.schedule import run_closed, run_open
@@ -146,7 +147,8 @@ class Runner:
 
 
 async def _run(config: LoadTestConfig) -> tuple[list[Payload], list[StepResult], SearchResult | None]:
-    client = TritonClient(config.url, config.protocol, config.model, config.request_timeout_s)
+    kind = OpenAIClient if config.protocol == "openai" else TritonClient
+    client = kind(config.url, config.protocol, config.model, config.request_timeout_s)
     metrics = LoadTestMetrics(config.model, config.mode)
     try:
         model_inputs = await client.wait_ready(config.ready_timeout_s)

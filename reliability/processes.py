@@ -52,6 +52,7 @@ class ServerProcess:
     metrics_url: str
     log_path: Path
     repository: Path | None = None
+    gateway_url: str = ""  # the OpenAI and TEI routes
     # The stubs' shared-memory regions seen while it ran: a server that exits by a signal of the caller's, or is
     # killed, can leave them in /dev/shm; stop() removes those still there.
     regions: set[str] = field(default_factory=set)
@@ -151,9 +152,11 @@ def start(
 ) -> ServerProcess:
     """``python -m serving`` on ``ports`` (http, grpc, metrics), free ones when not given."""
     http, grpc, metrics = ports or (free_port(), free_port(), free_port())
+    gateway = free_port()
     cmd = [
         sys.executable, "-m", "serving", "--repository", str(repository),
-        "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics), *extra,
+        "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics),
+        "--gateway-port", str(gateway), *extra,
     ]  # fmt: skip
     # A session of its own, as a shell gives a foreground job: a caller can signal the whole group as a terminal does.
     with log_path.open("w") as out:
@@ -166,7 +169,7 @@ def start(
             start_new_session=True,
         )
     urls = (f"127.0.0.1:{grpc}", f"127.0.0.1:{http}", f"127.0.0.1:{metrics}")
-    return ServerProcess(proc, *urls, log_path, repository)
+    return ServerProcess(proc, *urls, log_path, repository, f"127.0.0.1:{gateway}")
 
 
 def stop(server: ServerProcess, timeout_s: float = 60, sig: int = signal.SIGTERM) -> int:

@@ -32,6 +32,8 @@ class ServeConfig:
     http_port: int = option(8000, "HTTP/REST endpoint (KServe v2 protocol)")
     grpc_port: int = option(8001, "gRPC endpoint")
     metrics_port: int = option(8002, "Prometheus metrics endpoint (Triton's and the bertserve_* families)")
+    gateway_port: int = option(8080, "HTTP port of the OpenAI (/v1/embeddings) and TEI routes (0: none)")
+    api_keys: Path | None = option(None, "file of 'client-name key' lines the OpenAI and TEI routes require")
     tritonserver: str = option(
         "", "the tritonserver binary", shown="a tritonserver on PATH, else the one bundled in the pytriton wheel"
     )

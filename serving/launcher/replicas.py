@@ -2,7 +2,8 @@
 
 gRPC keeps one HTTP/2 connection per client, so balancing per connection would pin a client to one replica;
 nginx's ``grpc_pass`` picks an upstream per call (per HTTP/2 stream). Replica i listens on
-``base_port + 10*i`` (HTTP), ``+1`` (gRPC), ``+2`` (metrics, scraped per replica); nginx takes the front ports.
+``base_port + 10*i`` (HTTP), ``+1`` (gRPC), ``+2`` (metrics, scraped per replica), ``+3`` (the OpenAI and TEI
+gateway); nginx takes the front ports.
 
 The front door is where traffic from beyond loopback arrives, so it carries the limits: with ``--api-keys FILE``
 (lines ``client-name key``) every call needs ``authorization: Bearer <key>`` (else HTTP 401, gRPC
@@ -55,10 +56,11 @@ class Replica:
     http_port: int
     grpc_port: int
     metrics_port: int
+    gateway_port: int
 
 
 def replicas(n: int, base_port: int) -> list[Replica]:
-    return [Replica(i, base_port + 10 * i, base_port + 10 * i + 1, base_port + 10 * i + 2) for i in range(n)]
+    return [Replica(i, *(base_port + 10 * i + k for k in range(4))) for i in range(n)]
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,15 @@ def nginx_tls(tls: tuple[Path, Path] | None) -> str:
     return f"    ssl_certificate {cert};\n    ssl_certificate_key {key};\n    ssl_protocols TLSv1.2 TLSv1.3;"
 
 
-def nginx_conf(reps: list[Replica], host: str, http_port: int, grpc_port: int, workdir: Path, door: FrontDoor) -> str:
+def nginx_conf(
+    reps: list[Replica],
+    host: str,
+    http_port: int,
+    grpc_port: int,
+    workdir: Path,
+    door: FrontDoor,
+    gateway_port: int = ServeConfig.gateway_port,
+) -> str:
     def servers(port_of) -> str:
         return "\n".join(f"        server 127.0.0.1:{port_of(r)} max_fails=3 fail_timeout=5s;" for r in reps)
 
@@ -129,6 +139,8 @@ def nginx_conf(reps: list[Replica], host: str, http_port: int, grpc_port: int, w
         grpc_port=grpc_port,
         grpc_servers=servers(lambda r: r.grpc_port),
         http_servers=servers(lambda r: r.http_port),
+        gateway_port=gateway_port,
+        gateway_servers=servers(lambda r: r.gateway_port),
         max_body=door.max_body,
         # Without keys every caller is let in and limited by address; with keys, only a known key gets a name.
         anonymous="" if door.api_keys else "$binary_remote_addr",
@@ -157,6 +169,7 @@ class ReplicasConfig:
     host: str = option(ServeConfig.host, "address nginx's front ports bind to (0.0.0.0 exposes them; see README)")
     http_port: int = option(ServeConfig.http_port, "nginx's HTTP front port")
     grpc_port: int = option(ServeConfig.grpc_port, "nginx's gRPC front port")
+    gateway_port: int = option(ServeConfig.gateway_port, "nginx's front port of the OpenAI and TEI routes")
     base_port: int = option(DEFAULT_BASE_PORT, "replica i listens on base + 10*i (HTTP), +1 (gRPC), +2 (metrics)")
     ready_timeout_s: float = option(180.0, "how long the replicas may take to become ready")
     api_keys: Path | None = option(
@@ -204,7 +217,7 @@ def _start_replicas(a: ReplicasConfig, reps: list[Replica]) -> list[subprocess.P
         # The replicas inherit the BERTSERVE_SERVE_* variables; they stay on loopback whatever HOST says (nginx's).
         cmd = [sys.executable, "-m", "serving", "--repository", str(a.repository), "--host", "127.0.0.1",
                "--http-port", str(r.http_port), "--grpc-port", str(r.grpc_port),
-               "--metrics-port", str(r.metrics_port)]  # fmt: skip
+               "--metrics-port", str(r.metrics_port), "--gateway-port", str(r.gateway_port)]  # fmt: skip
         procs.append(subprocess.Popen(cmd))
     return procs
 
@@ -286,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         conf = workdir / "nginx.conf"
         conf.touch(mode=0o600)  # it holds the keys
-        conf.write_text(nginx_conf(reps, a.host, a.http_port, a.grpc_port, workdir, door))
+        conf.write_text(nginx_conf(reps, a.host, a.http_port, a.grpc_port, workdir, door, a.gateway_port))
         check = subprocess.run([nginx, "-t", "-q", "-p", str(workdir), "-c", str(conf)], capture_output=True, text=True)
         if check.returncode != 0:
             log.error("nginx rejects the generated configuration: %s", check.stderr.strip())

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from serving.gateway import process as gateway_process
 from serving.launcher import native
 from serving.launcher.admin import STOP_GRACE_S, Admin, drain_then_stop
 from serving.launcher.config import ENV_PREFIX, RESTRICTED, ServeConfig
@@ -356,6 +357,7 @@ def serve(cfg: ServeConfig) -> int:
             "for an ensemble, 'unable to create stream'; on a host without a GPU both are expected and harmless"
         )
     proc = subprocess.Popen(cmd, env=server.env, preexec_fn=_own_process_group)
+    gateway = gateway_process.start(cfg, _own_process_group)
     admin = Admin(cfg, key)
     python_models, ensembles = _roles(index, models)
     watchdog = StubWatchdog(admin, proc, python_models)
@@ -371,6 +373,8 @@ def serve(cfg: ServeConfig) -> int:
             proc.terminate()
             return
         stopping.set()
+        if gateway:
+            gateway.terminate()  # it stops accepting and answers what is in flight as tritonserver drains
         log.info(
             "received %s: draining in-flight requests (up to %d s)", signal.Signals(signum).name, cfg.exit_timeout_s
         )
@@ -385,6 +389,7 @@ def serve(cfg: ServeConfig) -> int:
     signal.signal(signal.SIGTERM, forward)
     code = proc.wait()
     watchdog.stopping.set()
+    gateway_process.stop(gateway, STOP_GRACE_S)
     for thread in drains:  # the drain that killed tritonserver has its verdict to give
         thread.join(timeout=STOP_GRACE_S + 1)
     log.info("tritonserver exited with %d", code)

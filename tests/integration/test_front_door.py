@@ -33,7 +33,8 @@ def front_door(exported_repository, tmp_path_factory):
     http, grpc = free_port(), free_port()
     cmd = [sys.executable, "-m", "serving.launcher.replicas", "--replicas", "1", "--repository", str(exported_repository),
            "--http-port", str(http), "--grpc-port", str(grpc), "--base-port", str(free_port() + 1000),
-           "--api-keys", str(keys), "--rate", str(RATE), "--burst", str(BURST)]  # fmt: skip
+           "--api-keys", str(keys), "--rate", str(RATE), "--burst", str(BURST),
+           "--gateway-port", str(free_port())]  # fmt: skip
     log = (tmp / "replicas.log").open("w")
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     ready = f"http://127.0.0.1:{http}/v2/health/ready"

@@ -46,7 +46,7 @@ def two_replicas(exported_repository, tmp_path_factory):
     http, grpc, base = free_port(), free_port(), free_port() + 1000
     cmd = [sys.executable, "-m", "serving.launcher.replicas", "--replicas", "2", "--repository", str(exported_repository),
            "--http-port", str(http), "--grpc-port", str(grpc), "--base-port", str(base),
-           "--rate", "100000", "--burst", "100000"]  # fmt: skip
+           "--rate", "100000", "--burst", "100000", "--gateway-port", str(free_port())]  # fmt: skip
     log_path = tmp / "replicas.log"
     out = log_path.open("w")
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)

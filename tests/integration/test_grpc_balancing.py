@@ -76,7 +76,8 @@ def _start(repository: Path, host: str, grpc_port: int, log_path: Path) -> tuple
     http, metrics = free_port(), free_port()
     cmd = [sys.executable, "-m", "serving", "--repository", str(repository), "--host", host,
            "--http-port", str(http), "--grpc-port", str(grpc_port), "--metrics-port", str(metrics),
-           "--grpc-max-connection-age-s", str(AGE_S), "--grpc-max-connection-age-grace-s", str(GRACE_S)]  # fmt: skip
+           "--grpc-max-connection-age-s", str(AGE_S), "--grpc-max-connection-age-grace-s", str(GRACE_S),
+           "--gateway-port", "0"]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log_path.open("w"), stderr=subprocess.STDOUT)
     return proc, f"{host}:{http}", f"{host}:{metrics}"
 

@@ -34,7 +34,7 @@ def pod_server(overlay: str = "cpu") -> dict:
 
 def test_the_pod_command_serves_verifies_and_drains(exported_repository, tmp_path):
     server = pod_server()
-    ports = {"8000": free_port(), "8001": free_port(), "8002": free_port()}
+    ports = {"8000": free_port(), "8001": free_port(), "8002": free_port(), "8080": free_port()}
     args = []
     for arg in server["args"]:
         name, _, value = arg.partition("=")

@@ -58,6 +58,7 @@ def test_two_replicas_share_traffic_and_survive_losing_one(exported_repository, 
     cmd = [
         sys.executable, "-m", "serving.launcher.replicas", "--replicas", "2", "--repository", str(exported_repository),
         "--http-port", str(http), "--grpc-port", str(grpc), "--base-port", str(base),
+        "--gateway-port", str(free_port()),
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     try:

@@ -59,9 +59,9 @@ def test_the_pod_arguments_are_the_launchers_own(built):
         c for c in built["Deployment"]["spec"]["template"]["spec"]["containers"] if c["name"] == "tritonserver"
     )
     cfg = parse_args(server["args"])  # exits on an option the launcher does not know
-    assert (cfg.http_port, cfg.grpc_port, cfg.metrics_port) == (8000, 8001, 8002)
+    assert (cfg.http_port, cfg.grpc_port, cfg.metrics_port, cfg.gateway_port) == (8000, 8001, 8002, 8080)
     ports = {p["name"]: p["containerPort"] for p in server["ports"]}
-    assert ports == {"http": 8000, "grpc": 8001, "metrics": 8002}
+    assert ports == {"http": 8000, "grpc": 8001, "metrics": 8002, "openai": 8080}
     assert cfg.grpc_max_connection_age_s > 0
 
 

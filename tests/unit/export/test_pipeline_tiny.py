@@ -62,7 +62,8 @@ def test_generated_configs_round_trip_through_the_schema(repo):
     assert tok.model_warmup[0].inputs["TEXT"].input_data_file == "text"
     embed = configs["embed"]  # one native model: the tiny checkpoint has MiniLM's (reproducible) tokenizer
     assert embed.backend == native.NAME and embed.HasField("dynamic_batching")
-    assert [i.name for i in embed.input] == ["TEXT"] and [o.name for o in embed.output] == ["EMBEDDING", "TRUNCATED"]
+    assert [i.name for i in embed.input] == ["TEXT"]
+    assert [o.name for o in embed.output] == ["EMBEDDING", "TRUNCATED", "TOKENS"]
     manifest = json.loads((repo / "embed" / "manifest.json").read_text())
     assert manifest["tokenizer"] == "1/tokenizer/tokenizer.json" and manifest["tokenizer"] in manifest["files"]
     assert configs["bert_torchscript"].platform == "pytorch_libtorch"

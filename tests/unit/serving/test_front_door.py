@@ -41,8 +41,8 @@ def _conf(tmp_path, door: FrontDoor) -> str:
 def test_with_keys_only_known_bearers_get_a_name_and_a_rate(tmp_path):
     conf = _conf(tmp_path, FrontDoor({"k-1": "alpha"}, rate=5, burst=3, max_body="2m"))
     assert '"~^(?i:bearer) k-1$" "alpha";' in conf
-    assert 'default "";' in conf and conf.count('if ($client = "") { return 401; }') == 2
-    assert "rate=5r/s;" in conf and conf.count("burst=3 nodelay") == 2 and "client_max_body_size 2m;" in conf
+    assert 'default "";' in conf and conf.count('if ($client = "") { return 401; }') == 3  # gRPC, HTTP, the gateway
+    assert "rate=5r/s;" in conf and conf.count("burst=3 nodelay") == 3 and "client_max_body_size 2m;" in conf
 
 
 def test_without_keys_callers_are_limited_by_address(tmp_path):

@@ -1,0 +1,114 @@
+"""Request and response bodies of every gateway route (OpenAI's embeddings API, text-embeddings-inference's).
+
+Requests are validated from the raw body in one call (``model_validate_json``, pydantic-core's parser). Responses are
+built as plain dicts of this shape and encoded by orjson (numpy arrays included) on the gateway's event loop: building
+pydantic objects per vector would cost more than the model on a short text. Unknown request fields are ignored, as
+OpenAI and TEI do.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field
+
+NonNegative = Annotated[int, Field(ge=0)]
+
+
+class EmbeddingsRequest(BaseModel):
+    """OpenAI ``POST /v1/embeddings``. Token ids are the served model's vocabulary ids, sent to the encoder as given."""
+
+    input: str | list[str] | list[NonNegative] | list[list[NonNegative]]
+    model: str
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: Annotated[int, Field(gt=0)] | None = None
+    user: str | None = None
+
+
+class Embedding(BaseModel):
+    object: Literal["embedding"] = "embedding"
+    index: int
+    embedding: list[float] | str  # base64: little-endian float32
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class EmbeddingsResponse(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[Embedding]
+    model: str
+    usage: Usage
+
+
+class Model(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[Model]
+
+
+class OpenAIErrorBody(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class OpenAIError(BaseModel):
+    error: OpenAIErrorBody
+
+
+class EmbedRequest(BaseModel):
+    """TEI ``POST /embed``."""
+
+    inputs: str | list[str]
+    normalize: bool = True
+    truncate: bool | None = False
+    truncation_direction: Literal["Right", "Left", "right", "left"] = "Right"
+    prompt_name: str | None = None
+    dimensions: Annotated[int, Field(gt=0)] | None = None
+
+
+class TokenizeRequest(BaseModel):
+    """TEI ``POST /tokenize``."""
+
+    inputs: str | list[str]
+    add_special_tokens: bool = True
+    prompt_name: str | None = None
+
+
+class SimpleToken(BaseModel):
+    id: int
+    text: str
+    special: bool
+    start: int | None
+    stop: int | None
+
+
+class Info(BaseModel):
+    """TEI ``GET /info`` (the fields that describe an embedding model)."""
+
+    model_id: str
+    model_sha: str | None
+    model_dtype: str
+    model_type: dict
+    max_concurrent_requests: int
+    max_input_length: int
+    max_batch_tokens: int
+    max_batch_requests: int | None
+    max_client_batch_size: int
+    tokenization_workers: int
+    version: str
+
+
+class TEIError(BaseModel):
+    error: str
+    error_type: str

@@ -1,0 +1,106 @@
+"""What every route shares: the configuration, the Triton client, the keys, the repository's tokenizer and manifest;
+and the input and output steps the OpenAI and TEI routes have in common."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from serving.gateway import errors
+from serving.gateway.coalesce import Coalescer
+from serving.gateway.config import GatewayConfig
+from serving.gateway.metrics import Metrics
+from serving.gateway.triton import Embedded, ModelInfo, Triton
+
+log = logging.getLogger(__name__)
+
+MAX_TEXT_BYTES = 64 * 1024  # what the models take per text (README: Errors)
+
+
+@dataclass
+class Gateway:
+    cfg: GatewayConfig
+    triton: Triton
+    keys: dict[str, str] | None = None  # key -> client name; None: no authentication
+    tokenizer: Any = None  # tokenizers.Tokenizer of the repository, for /tokenize
+    manifest: dict = field(default_factory=dict)  # the text model's manifest (checkpoint source, max_seq)
+    metrics: Metrics = field(default_factory=Metrics)
+    created: int = field(default_factory=lambda: int(time.time()))
+    _warned: bool = False
+    _coalescer: Coalescer | None = None
+
+    async def embed(self, texts: list[bytes], truncate: bool) -> Embedded:
+        """The texts' embeddings from the text model; concurrent requests may share a call (serving.gateway.coalesce)."""
+        if not self.cfg.max_calls:
+            return await self.triton.embed(texts, truncate)
+        if self._coalescer is None:
+            max_batch = (await self.triton.info()).max_batch
+            self._coalescer = Coalescer(self.triton.embed, max_batch, self.cfg.max_calls)
+        return await self._coalescer.embed(texts, truncate)
+
+    def count_tokens(self, texts: list[str]) -> int:
+        """Tokens of ``texts`` by the repository's tokenizer (the one the native model reproduces id for id), for a
+        model that answers without TOKENS; 0 without a repository."""
+        if self.tokenizer is None:
+            return 0
+        if not self._warned:
+            log.warning("%s answers without TOKENS: usage is counted by the gateway's tokenizer", self.cfg.model)
+            self._warned = True
+        return sum(len(e.ids) for e in self.tokenizer.encode_batch(texts))
+
+    @property
+    def model_ids(self) -> list[str]:
+        """The names a request may give: the text model's."""
+        return [self.cfg.model]
+
+
+def load_repository(repository: Path | None, model: str) -> tuple[Any, dict]:
+    """The tokenizer (the Python tokenizer model's tokenizer.json, which the native one reproduces) and the
+    text model's manifest; (None, {}) without a repository."""
+    if repository is None:
+        return None, {}
+    from tokenizers import Tokenizer
+
+    manifest_path = repository / model / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    tokenizer_json = repository / "tokenizer" / "1" / "tokenizer" / "tokenizer.json"
+    if not tokenizer_json.is_file():
+        log.warning("%s has no tokenizer: /tokenize will answer 503", repository)
+        return None, manifest
+    tokenizer = Tokenizer.from_file(str(tokenizer_json))
+    if "max_seq" in manifest:
+        tokenizer.enable_truncation(int(manifest["max_seq"]))
+    return tokenizer, manifest
+
+
+def encode_texts(texts: list[str], param: str) -> list[bytes]:
+    """UTF-8 bytes of each text; an empty one is refused here, naming its index (the model checks the rest)."""
+    out = []
+    for i, text in enumerate(texts):
+        if not text:
+            raise errors.BadRequest(f"'{param}[{i}]' is an empty string", param)
+        try:
+            out.append(text.encode())
+        except UnicodeEncodeError as e:
+            raise errors.BadRequest(f"'{param}[{i}]' is not valid Unicode: {e.reason}", param) from e
+    return out
+
+
+def truncated_dimensions(vectors: np.ndarray, dimensions: int | None, info: ModelInfo) -> np.ndarray:
+    """The first ``dimensions`` components, re-normalised, for a model trained for them (Matryoshka)."""
+    if dimensions is None or dimensions == info.hidden:
+        return vectors
+    if dimensions not in info.matryoshka:
+        if not info.matryoshka:
+            why = "the model was not trained for truncated dimensions (Matryoshka)"
+        else:
+            why = f"the model was trained for {', '.join(map(str, info.matryoshka))}"
+        raise errors.BadRequest(f"'dimensions' must be {info.hidden}: {why}", "dimensions")
+    head = vectors[:, :dimensions]
+    return np.ascontiguousarray(head / np.linalg.norm(head, axis=1, keepdims=True), dtype=np.float32)

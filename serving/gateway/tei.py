@@ -1,0 +1,84 @@
+"""text-embeddings-inference's routes: ``POST /embed``, ``POST /tokenize``, ``GET /info``, ``GET /health``."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from serving.gateway import errors
+from serving.gateway.schemas import EmbedRequest, TokenizeRequest
+from serving.gateway.state import Gateway, encode_texts, truncated_dimensions
+
+VERSION = "bertserve"
+
+
+async def embed(gw: Gateway, req: EmbedRequest) -> np.ndarray:
+    if not req.normalize:
+        raise errors.BadRequest("normalize=false is not supported: the model returns L2-normalised embeddings")
+    if req.truncation_direction.lower() != "right":
+        raise errors.BadRequest("truncation_direction=Left is not supported: texts are truncated on the right")
+    if req.prompt_name is not None:
+        raise errors.BadRequest("prompt_name is not supported: the model has no prompts configured")
+    inputs = [req.inputs] if isinstance(req.inputs, str) else req.inputs
+    if not inputs:
+        raise errors.BadRequest("`inputs` cannot be empty")
+    if len(inputs) > gw.cfg.max_inputs:
+        raise errors.TooLarge(f"batch size {len(inputs)} > maximum allowed batch size {gw.cfg.max_inputs}")
+    out = await gw.embed(encode_texts(inputs, "inputs"), truncate=bool(req.truncate))
+    return truncated_dimensions(out.vectors, req.dimensions, await gw.triton.info())
+
+
+async def tokenize(gw: Gateway, req: TokenizeRequest) -> list[list[dict]]:
+    if gw.tokenizer is None:
+        raise errors.NotReady("no tokenizer: the gateway was started without --repository")
+    if req.prompt_name is not None:
+        raise errors.BadRequest("prompt_name is not supported: the model has no prompts configured")
+    inputs = [req.inputs] if isinstance(req.inputs, str) else req.inputs
+    if not inputs:
+        raise errors.BadRequest("`inputs` cannot be empty")
+    if len(inputs) > gw.cfg.max_inputs:
+        raise errors.TooLarge(f"batch size {len(inputs)} > maximum allowed batch size {gw.cfg.max_inputs}")
+    return await asyncio.to_thread(_tokens, gw, inputs, req.add_special_tokens)
+
+
+def _tokens(gw: Gateway, inputs: list[str], add_special_tokens: bool) -> list[list[dict]]:
+    encodings = gw.tokenizer.encode_batch(inputs, add_special_tokens=add_special_tokens)
+    out = []
+    for text, enc in zip(inputs, encodings, strict=True):
+        tokens = []
+        for token_id, token, special, (start, stop) in zip(
+            enc.ids, enc.tokens, enc.special_tokens_mask, enc.offsets, strict=True
+        ):
+            if special:
+                tokens.append({"id": token_id, "text": token, "special": True, "start": None, "stop": None})
+            else:
+                tokens.append(
+                    {"id": token_id, "text": text[start:stop], "special": False, "start": start, "stop": stop}
+                )
+        out.append(tokens)
+    return out
+
+
+async def info(gw: Gateway, _req: None) -> dict:
+    model = await gw.triton.info()
+    manifest = gw.manifest
+    max_seq = int(manifest.get("max_seq", 0))
+    return {
+        "model_id": manifest.get("source", gw.cfg.model),
+        "model_sha": None,
+        "model_dtype": manifest.get("precision", "float32"),
+        "model_type": {"embedding": {"pooling": "mean"}},
+        "max_concurrent_requests": 0,
+        "max_input_length": max_seq,
+        "max_batch_tokens": max_seq * model.max_batch,
+        "max_batch_requests": model.max_batch,
+        "max_client_batch_size": gw.cfg.max_inputs,
+        "tokenization_workers": 0,
+        "version": VERSION,
+    }
+
+
+async def health(gw: Gateway, _req: None) -> None:
+    if not await gw.triton.ready():
+        raise errors.NotReady(f"{gw.cfg.model} is not ready")
