@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <future>
 
 #include "triton_util.h"
 
@@ -49,14 +50,28 @@ std::unique_ptr<InstanceState> InstanceState::Create(ModelState* model, TRITONBA
   state->gpu_ = gpu;
   const ModelSettings& s = model->settings();
   state->runtime_ = Runtime::Load(s, state->device_);
-  model->scheduler().AddLane(state->MeasureCosts());
   InstanceState* self = state.get();
+  if (gpu) {
+    model->scheduler().AddLane(state->MeasureCosts());
+  } else {
+    // On a compute pool thread, as every CPU forward: a forward on this loading thread would give the process
+    // an OpenMP team more than it has CPUs for, and libgomp then sleeps and wakes at every parallel region.
+    state->pool_ = &SharedComputePool(s.threads);
+    std::promise<CostModel> measured;
+    state->pool_->Post([self, &measured] {
+      try {
+        measured.set_value(self->MeasureCosts());
+      } catch (...) {
+        measured.set_exception(std::current_exception());
+      }
+    });
+    model->scheduler().AddLane(measured.get_future().get());
+  }
   if (gpu) {
     model->PreparePool(), model->AnswerPool();  // made before the first request needs them
     state->feeder_ = std::thread([self] { self->Feed(); });
     state->completer_ = std::thread([self] { self->Complete(); });
   } else {
-    state->pool_ = &SharedComputePool(s.threads);
     state->waker_ = model->scheduler().Subscribe([self] { self->Wake(); });
   }
   BERTSERVE_LOG(INFO, s.name + ": instance loaded on " + state->device_);
