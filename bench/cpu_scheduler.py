@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import platform
 import time
@@ -29,6 +30,9 @@ from reliability import processes
 from serving.launcher import native
 
 TICK = os.sysconf("SC_CLK_TCK")
+
+
+log = logging.getLogger(__name__)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -91,6 +95,7 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=15.0)
     p.add_argument("--output", type=Path, default=Path("reports/cpu-scheduler.json"))
     args = p.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
     texts = [x.text for x in build_pool(LoadTestConfig(payload="fixed", token_length=16), "text")]
     builds = {"baseline": args.baseline.resolve(), "this": native.LIBRARY.resolve()}
     results: dict[str, list] = {name: [] for name in builds}
@@ -105,10 +110,12 @@ def main() -> None:
                        "burst": asyncio.run(burst(server.grpc_url, texts, 24, 16, 60.0))}  # fmt: skip
             finally:
                 processes.stop(server)
-            print(name, json.dumps(row), flush=True)
+            log.info("%s %s", name, json.dumps(row))
             results[name].append(row)
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({"cpu": platform.processor() or platform.machine(), "results": results}, indent=2))
+    args.output.write_text(
+        json.dumps({"cpu": platform.processor() or platform.machine(), "results": results}, indent=2)
+    )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import logging
 import multiprocessing
 import threading
 import time
@@ -20,6 +21,8 @@ import numpy as np
 
 from loadtest.config import LoadTestConfig, int_list
 from loadtest.payload import build_pool
+
+log = logging.getLogger(__name__)
 
 
 def _body(texts: list[str]) -> bytes:
@@ -53,7 +56,9 @@ def _process(args: tuple[str, str, list[bytes], int, float]) -> tuple[list[float
     url, model, bodies, threads, stop_at = args
     out: list[float] = []
     failures: list[str] = []
-    workers = [threading.Thread(target=_client, args=(url, model, bodies, stop_at, out, failures)) for _ in range(threads)]
+    workers = [
+        threading.Thread(target=_client, args=(url, model, bodies, stop_at, out, failures)) for _ in range(threads)
+    ]
     for w in workers:
         w.start()
     for w in workers:
@@ -93,8 +98,9 @@ def main() -> None:
     p.add_argument("--duration-s", type=float, default=6.0)
     p.add_argument("--processes", type=int, default=8)
     args = p.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
     for c in args.concurrency:
-        print(json.dumps(run(args.url, args.model, args.texts, c, args.duration_s, args.processes)), flush=True)
+        log.info("%s", json.dumps(run(args.url, args.model, args.texts, c, args.duration_s, args.processes)))
 
 
 if __name__ == "__main__":

@@ -125,4 +125,6 @@ def test_the_cost_model_is_linear_in_tokens_and_follows_what_batches_take(lib):
     assert lib.bertserve_cost_fit_forward(2e-3, 12e-3, 32, 128, 0, 1.0, 4, 32) == pytest.approx(expected)
     assert lib.bertserve_cost_fit_forward(2e-3, 12e-3, 32, 128, 0, 1.0, 3, 20) == pytest.approx(expected)  # bucketed
     # Batches that take three times the prediction (a machine busier than at load) move it there.
-    assert lib.bertserve_cost_fit_forward(2e-3, 12e-3, 32, 128, 200, 3.0, 4, 32) == pytest.approx(3 * expected, rel=0.02)
+    assert lib.bertserve_cost_fit_forward(2e-3, 12e-3, 32, 128, 200, 3.0, 4, 32) == pytest.approx(
+        3 * expected, rel=0.02
+    )
