@@ -18,7 +18,7 @@ from torch import nn
 
 from export import artifacts as art
 from export import autotune, checkpoint, fusion, model_configs, native_tokenizer, serving_choice
-from export.config import ExportConfig
+from export.config import DEFAULT_DEADLINE_US, ExportConfig
 from export.encoder import Encoder
 from export.errors import AccuracyGateError, ExportError
 from export.progress import Steps
@@ -232,7 +232,7 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
         queue=model_configs.QueuePolicy(cfg.max_queue_size or 2 * cfg.max_batch, cfg.queue_timeout_us)
         if cfg.shedding
         else None,
-        deadline_us=cfg.deadline_us,
+        deadline_us=cfg.deadline_us or DEFAULT_DEADLINE_US[cfg.target],
         max_batch_tokens=cfg.max_batch_tokens or cfg.max_batch * max_seq,
     )
     report = {
