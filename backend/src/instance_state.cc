@@ -175,6 +175,7 @@ void InstanceState::Prepare(std::unique_ptr<Pending> p) noexcept {
       const uint64_t start = NowNs();
       p->Tokenize(s, *tokenizer);
       model_->metrics().StageTime(Stage::kTokenize, Seconds(start, NowNs()));
+      model_->metrics().Truncated(std::count(p->truncated.begin(), p->truncated.end(), uint8_t{1}));
     }
   } catch (const std::exception& e) {
     p->error = Internal(std::string("tokenizing failed: ") + e.what());

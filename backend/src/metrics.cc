@@ -13,7 +13,7 @@ const std::vector<double> kBatchBuckets = {1, 2, 4, 8, 16, 32, 64, 128};
 const std::vector<double> kRatioBuckets = {0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0};
 const char* const kReasons[] = {"too_long",   "bad_token_id",  "bad_attention_mask", "bad_shape",
                                 "queue_full", "queue_timeout", "internal",           "text_too_large",
-                                "invalid_utf8", "empty_text"};
+                                "invalid_utf8", "empty_text", "bad_parameter"};
 const std::pair<Stage, const char*> kStages[] = {
     {Stage::kTokenize, "tokenize"}, {Stage::kCollate, "collate"}, {Stage::kInfer, "infer"}, {Stage::kRespond, "respond"}};
 
@@ -39,6 +39,7 @@ Metrics::Metrics(const std::string& model) {
     auto* padding =
         Family(TRITONSERVER_METRIC_KIND_HISTOGRAM, "padding_ratio", "Padded tokens / all tokens of an executed batch");
     auto* tokens = Family(TRITONSERVER_METRIC_KIND_COUNTER, "tokens_total", "Real tokens processed");
+    auto* truncated = Family(TRITONSERVER_METRIC_KIND_COUNTER, "truncated_total", "Texts truncated to the max length");
     auto* failures =
         Family(TRITONSERVER_METRIC_KIND_COUNTER, "failures_total", "Rejected or failed requests by reason");
     auto* backlog = Family(TRITONSERVER_METRIC_KIND_GAUGE, "queue_backlog_seconds",
@@ -50,6 +51,7 @@ Metrics::Metrics(const std::string& model) {
     batch_size_ = Child(batch, labels, &kBatchBuckets);
     padding_ = Child(padding, labels, &kRatioBuckets);
     tokens_ = Child(tokens, labels, nullptr);
+    truncated_ = Child(truncated, labels, nullptr);
     backlog_ = Child(backlog, labels, nullptr);
     for (const char* r : kReasons) failures_[r] = Child(failures, {{"model", model}, {"reason", r}}, nullptr);
   } catch (const std::exception& e) {
@@ -108,6 +110,10 @@ void Metrics::Batch(int64_t rows, double padding_ratio, int64_t real_tokens) {
   Record(TRITONSERVER_MetricObserve, batch_size_, static_cast<double>(rows));
   Record(TRITONSERVER_MetricObserve, padding_, padding_ratio);
   Record(TRITONSERVER_MetricIncrement, tokens_, static_cast<double>(real_tokens));
+}
+
+void Metrics::Truncated(int64_t texts) {
+  if (enabled_ && texts > 0) Record(TRITONSERVER_MetricIncrement, truncated_, static_cast<double>(texts));
 }
 
 void Metrics::Backlog(double seconds) {

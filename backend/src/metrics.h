@@ -26,6 +26,7 @@ class Metrics {
   void StageTime(Stage stage, double seconds);
   void Batch(int64_t rows, double padding_ratio, int64_t real_tokens);
   void Failure(const std::string& reason);
+  void Truncated(int64_t texts);
   // Seconds of predicted compute queued and in flight (per lane).
   void Backlog(double seconds);
 
@@ -42,6 +43,7 @@ class Metrics {
   TRITONSERVER_Metric* batch_size_ = nullptr;
   TRITONSERVER_Metric* padding_ = nullptr;
   TRITONSERVER_Metric* tokens_ = nullptr;
+  TRITONSERVER_Metric* truncated_ = nullptr;
   TRITONSERVER_Metric* backlog_ = nullptr;
   std::map<std::string, TRITONSERVER_Metric*> failures_;
 };

@@ -40,10 +40,9 @@ InputView Describe(TRITONBACKEND_Request* request, const char* name) {
   return view;
 }
 
-// The input's buffers, in order, appended to `out` (copied: Triton's buffers carry no alignment promise and may
-// come in pieces); never more than the byte size Triton declared.
-std::optional<RequestError> Gather(const InputView& view, const char* name, std::string* out) {
-  out->reserve(out->size() + view.byte_size);
+// The input's buffers, in order, copied to `out` (byte_size bytes: Triton's buffers carry no alignment promise and
+// may come in pieces); never more than the byte size Triton declared.
+std::optional<RequestError> Gather(const InputView& view, const char* name, char* out) {
   uint64_t copied = 0;
   for (uint32_t b = 0; b < view.buffer_count; ++b) {
     const void* buffer = nullptr;
@@ -53,72 +52,111 @@ std::optional<RequestError> Gather(const InputView& view, const char* name, std:
     Check(TRITONBACKEND_InputBuffer(view.input, b, &buffer, &size, &memory, &memory_id), name);
     if (memory == TRITONSERVER_MEMORY_GPU) return Internal(std::string(name) + " arrived in GPU memory");
     if (copied + size > view.byte_size) return BadShape(std::string(name) + " has more bytes than its shape");
-    out->append(static_cast<const char*>(buffer), size);
+    if (size > 0) std::memcpy(out + copied, buffer, size);
     copied += size;
   }
   if (copied != view.byte_size) return BadShape(std::string(name) + " has fewer bytes than its shape");
   return std::nullopt;
 }
 
-uint64_t Elements(const std::vector<int64_t>& shape) {
+// The input's bytes in one piece: Triton's own buffer when it holds them all (no copy), else gathered into `held`.
+std::optional<RequestError> Contiguous(const InputView& view, const char* name, std::string* held,
+                                       std::string_view* bytes) {
+  if (view.buffer_count == 1) {
+    const void* buffer = nullptr;
+    uint64_t size = 0;
+    TRITONSERVER_MemoryType memory = TRITONSERVER_MEMORY_CPU;
+    int64_t memory_id = 0;
+    Check(TRITONBACKEND_InputBuffer(view.input, 0, &buffer, &size, &memory, &memory_id), name);
+    if (memory == TRITONSERVER_MEMORY_GPU) return Internal(std::string(name) + " arrived in GPU memory");
+    if (size != view.byte_size) return BadShape(std::string(name) + " has a buffer of another size than its shape");
+    *bytes = std::string_view(static_cast<const char*>(buffer), size);
+    return std::nullopt;
+  }
+  held->resize(view.byte_size);
+  if (auto error = Gather(view, name, held->data())) return error;
+  *bytes = *held;
+  return std::nullopt;
+}
+
+// The element count of a shape, or nullopt when a dimension is negative or the product overflows.
+std::optional<uint64_t> Elements(const std::vector<int64_t>& shape) {
   uint64_t elements = 1;
-  for (int64_t d : shape) elements *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
+  for (int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(elements, static_cast<uint64_t>(d), &elements)) return std::nullopt;
+  }
   return elements;
 }
 
-// One input of a request as [rows, seq] int64 in `data`.
-std::optional<RequestError> ReadInput(
-    TRITONBACKEND_Request* request, const char* name, std::vector<int64_t>* shape, std::vector<int64_t>* data) {
+// One input of a request as [rows, seq] int64 in `data`, its shape checked against the model's before a byte is
+// copied (a client may declare any shape).
+std::optional<RequestError> ReadInput(TRITONBACKEND_Request* request, const char* name, const ModelSettings& s,
+                                      std::vector<int64_t>* shape, std::vector<int64_t>* data) {
   const InputView view = Describe(request, name);
   if (view.dtype != TRITONSERVER_TYPE_INT64) {
     return BadShape(std::string(name) + " must be INT64, got " + TRITONSERVER_DataTypeString(view.dtype));
   }
   *shape = view.shape;
-  const uint64_t elements = Elements(view.shape);
-  if (view.byte_size != elements * sizeof(int64_t)) {
-    return BadShape(std::string(name) + " holds " + std::to_string(view.byte_size) + " bytes; its shape needs " +
-                    std::to_string(elements * sizeof(int64_t)));
+  if (view.shape.size() == 2 && view.shape[1] > s.max_seq) {
+    return RequestError{"too_long", "sequence of " + std::to_string(view.shape[1]) +
+                                        " tokens is longer than the max length " + std::to_string(s.max_seq)};
   }
-  std::string bytes;
-  if (auto error = Gather(view, name, &bytes)) return error;
-  data->resize(elements);
-  std::memcpy(data->data(), bytes.data(), bytes.size());
-  return std::nullopt;
+  const std::optional<uint64_t> elements = Elements(view.shape);
+  uint64_t bytes = 0;
+  if (!elements || __builtin_mul_overflow(*elements, sizeof(int64_t), &bytes)) {
+    return BadShape(std::string(name) + " has a shape whose size overflows");
+  }
+  if (view.byte_size != bytes) {
+    return BadShape(std::string(name) + " holds " + std::to_string(view.byte_size) + " bytes; its shape needs " +
+                    std::to_string(bytes));
+  }
+  data->resize(*elements);
+  return Gather(view, name, reinterpret_cast<char*>(data->data()));
 }
 
 // The TEXT elements of a request ([rows, 1] BYTES: each a 4-byte little-endian length, then its bytes), each
-// checked as decode_text checks it; a bad one is named by its index when the request holds several.
+// checked as decode_text checks it where it lies, and copied only then; a bad one is named by its index when the
+// request holds several. A request larger than its elements could be at their limit is refused unread.
 std::optional<RequestError> ReadTexts(TRITONBACKEND_Request* request, std::vector<std::string>* texts) {
   const InputView view = Describe(request, kText);
   if (view.dtype != TRITONSERVER_TYPE_BYTES) {
     return BadShape(std::string("TEXT must be BYTES, got ") + TRITONSERVER_DataTypeString(view.dtype));
   }
-  if (view.shape.empty() || view.shape[0] < 1) return BadShape("TEXT holds no element");
-  const auto count = static_cast<int64_t>(Elements(view.shape));
-  std::string data;
-  if (auto error = Gather(view, kText, &data)) return error;
+  const std::optional<uint64_t> count = Elements(view.shape);
+  if (view.shape.empty() || view.shape[0] < 1 || !count || *count == 0) return BadShape("TEXT holds no element");
+  if (view.byte_size / *count > 4 + kMaxTextBytes) {
+    return RequestError{"text_too_large", "TEXT holds " + std::to_string(view.byte_size) + " bytes in " +
+                                              std::to_string(*count) + " element(s); the limit is " +
+                                              std::to_string(kMaxTextBytes) + " bytes an element"};
+  }
+  std::string held;
+  std::string_view data;
+  if (auto error = Contiguous(view, kText, &held, &data)) return error;
+  std::vector<std::string_view> elements;
   size_t at = 0;
-  for (int64_t i = 0; i < count; ++i) {
+  for (uint64_t i = 0; i < *count; ++i) {
     if (data.size() - at < 4) return BadShape("TEXT has fewer elements than its shape");
     uint32_t size = 0;
     for (int k = 3; k >= 0; --k) size = (size << 8) | static_cast<unsigned char>(data[at + static_cast<size_t>(k)]);
     at += 4;
     if (data.size() - at < size) return BadShape("TEXT element " + std::to_string(i) + " is cut short");
-    texts->emplace_back(data, at, size);
+    elements.push_back(data.substr(at, size));
     at += size;
   }
   if (at != data.size()) return BadShape("TEXT has more bytes than its elements");
-  for (size_t i = 0; i < texts->size(); ++i) {
-    if (auto error = CheckText((*texts)[i])) {
-      if (texts->size() > 1) error->message = "TEXT element " + std::to_string(i) + ": " + error->message;
+  for (size_t i = 0; i < elements.size(); ++i) {
+    if (auto error = CheckText(elements[i])) {
+      if (elements.size() > 1) error->message = "TEXT element " + std::to_string(i) + ": " + error->message;
       return error;
     }
   }
+  texts->assign(elements.begin(), elements.end());
   return std::nullopt;
 }
 
-// The `truncate` request parameter: false (or "false", "False", "0", 0) refuses a text too long to keep.
-bool TruncateRequested(TRITONBACKEND_Request* request) {
+// The `truncate` request parameter: true (the default) or false (refuse a text too long to keep), as a boolean,
+// 0 or 1, or one of "true", "false", "True", "False", "1", "0"; anything else is the client's error.
+std::optional<RequestError> ReadTruncate(TRITONBACKEND_Request* request, bool* truncate) {
   uint32_t count = 0;
   Check(TRITONBACKEND_RequestParameterCount(request, &count), "request parameters");
   for (uint32_t i = 0; i < count; ++i) {
@@ -127,22 +165,35 @@ bool TruncateRequested(TRITONBACKEND_Request* request) {
     const void* value = nullptr;
     Check(TRITONBACKEND_RequestParameter(request, i, &key, &type, &value), "request parameter");
     if (key == nullptr || std::string_view(key) != "truncate" || value == nullptr) continue;
+    std::string got;
     switch (type) {
       case TRITONSERVER_PARAMETER_BOOL:
-        return *static_cast<const bool*>(value);
-      case TRITONSERVER_PARAMETER_INT:
-        return *static_cast<const int64_t*>(value) != 0;
-      case TRITONSERVER_PARAMETER_DOUBLE:
-        return *static_cast<const double*>(value) != 0.0;
+        *truncate = *static_cast<const bool*>(value);
+        return std::nullopt;
+      case TRITONSERVER_PARAMETER_INT: {
+        const int64_t v = *static_cast<const int64_t*>(value);
+        if (v == 0 || v == 1) {
+          *truncate = v == 1;
+          return std::nullopt;
+        }
+        got = std::to_string(v);
+        break;
+      }
       case TRITONSERVER_PARAMETER_STRING: {
-        const std::string_view s(static_cast<const char*>(value));
-        return s != "false" && s != "False" && s != "0";
+        const std::string_view v(static_cast<const char*>(value));
+        if (v == "true" || v == "True" || v == "1" || v == "false" || v == "False" || v == "0") {
+          *truncate = v == "true" || v == "True" || v == "1";
+          return std::nullopt;
+        }
+        got.append(1, '"').append(v.substr(0, 64)).append(1, '"');
+        break;
       }
       default:
-        return true;
+        got = "a value of another type";
     }
+    return RequestError{"bad_parameter", "truncate must be true or false, got " + got};
   }
-  return true;
+  return std::nullopt;
 }
 
 // Whether the request asks for the output `name`.
@@ -195,14 +246,15 @@ RequestError Unavailable(const std::string& reason, const std::string& message) 
 void Pending::Read(const ModelSettings& s) {
   try {
     if (s.text()) {
-      truncate = TruncateRequested(request);
+      error = ReadTruncate(request, &truncate);
+      if (error) return;
       wants_tokens = Requested(request, kTokensOutput);
       error = ReadTexts(request, &texts);
       return;
     }
     std::vector<int64_t> ids_shape, mask_shape;
-    error = ReadInput(request, kIds, &ids_shape, &ids);
-    if (!error) error = ReadInput(request, kMask, &mask_shape, &mask);
+    error = ReadInput(request, kIds, s, &ids_shape, &ids);
+    if (!error) error = ReadInput(request, kMask, s, &mask_shape, &mask);
     if (error) return;
     batch = TokenBatch{ids_shape, mask_shape, ids, mask};
     error = Validate(batch, s.vocab_size, s.max_seq, &lengths);
@@ -237,11 +289,11 @@ void Pending::Tokenize(const ModelSettings& s, const tokenizer::Tokenizer& token
 }
 
 void Pending::Respond(const ModelSettings& s, Metrics& metrics) {
-  responded = true;
   TRITONBACKEND_Response* response = nullptr;
   if (TRITONSERVER_Error* e = TRITONBACKEND_ResponseNew(&response, request)) {
     ErrorPtr owned(e);
     BERTSERVE_LOG(ERROR, std::string("cannot create a response: ") + TRITONSERVER_ErrorMessage(e));
+    responded = true;  // none can be made: the release tells Triton
     return;
   }
   if (!error) {
@@ -267,10 +319,12 @@ void Pending::Respond(const ModelSettings& s, Metrics& metrics) {
     status.reset(TRITONSERVER_ErrorNew(CodeOf(*error), error->message.c_str()));
     metrics.Failure(error->reason);
   }
-  if (TRITONSERVER_Error* e = TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, status.get())) {
+  // Triton owns the response from here, sent or not.
+  TRITONSERVER_Error* e = TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, status.get());
+  responded = true;
+  if (e != nullptr) {
     ErrorPtr owned(e);
     BERTSERVE_LOG(ERROR, std::string("cannot send a response: ") + TRITONSERVER_ErrorMessage(e));
-    ErrorPtr(TRITONBACKEND_ResponseDelete(response));
   }
 }
 

@@ -40,6 +40,7 @@ REASONS = (
     "bad_token_id",
     "bad_attention_mask",
     "bad_shape",
+    "bad_parameter",
     "internal",
 )
 

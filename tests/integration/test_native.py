@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -138,3 +140,34 @@ def test_a_bad_element_among_several_texts_is_named_by_its_index(triton_server):
     result = client.infer("embed", _texts([b"one", b"two", b"word " * 400]))
     assert result.as_numpy("EMBEDDING").shape == (3, 384)
     assert result.as_numpy("TRUNCATED").ravel().tolist() == [False, False, True]
+
+
+@pytest.mark.parametrize(
+    "model", ["embed", pytest.param("tokenizer", marks=pytest.mark.skipif(NATIVE_ONLY, reason="stub"))]
+)
+def test_truncate_takes_a_boolean_and_refuses_anything_else(triton_server, model):
+    client = grpcclient.InferenceServerClient(triton_server.grpc_url)
+    long_text = b"word " * 600  # past max_seq
+    for value in (False, "false", "False", "0", 0):
+        with pytest.raises(InferenceServerException) as e:
+            client.infer(model, _texts([long_text]), parameters={"truncate": value})
+        assert "longer than the max length" in e.value.message(), value
+    for value in (True, "true", "1", 1):
+        client.infer(model, _texts([long_text]), parameters={"truncate": value})
+    for value in ("no", "off", 0.5, 2):
+        with pytest.raises(InferenceServerException) as e:
+            client.infer(model, _texts([b"short"]), parameters={"truncate": value})
+        assert e.value.status() == "StatusCode.INVALID_ARGUMENT", value
+        assert "truncate must be true or false, got" in e.value.message(), value
+
+
+def test_native_embed_counts_truncated_texts(triton_server):
+    def truncated() -> float:
+        text = urllib.request.urlopen(f"http://{triton_server.metrics_url}/metrics", timeout=5).read().decode()
+        found = re.search(r'^bertserve_truncated_total\{model="embed"\} (\S+)$', text, re.M)
+        assert found, "no bertserve_truncated_total for embed"
+        return float(found[1])
+
+    before = truncated()
+    grpcclient.InferenceServerClient(triton_server.grpc_url).infer("embed", _texts([b"word " * 600, b"short"]))
+    assert truncated() == before + 1

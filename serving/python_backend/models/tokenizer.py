@@ -19,10 +19,18 @@ from serving.python_backend.metrics import ModelMetrics
 from serving.python_backend.model import StubModel
 
 
+# The `truncate` request parameter's accepted values (a boolean, or its spelling as a string or 0/1).
+TRUNCATE_VALUES = {True: True, False: False, "true": True, "false": False, "True": True, "False": False,
+                   "1": True, "0": False, 1: True, 0: False}  # fmt: skip
+
+
 def _truncate_requested(request) -> bool:
-    """``truncate`` request parameter: true (default) truncates long texts, false rejects them."""
+    """``truncate`` request parameter: true (default) truncates long texts, false rejects them; anything else is
+    the client's error."""
     value = json.loads(request.parameters() or "{}").get("truncate", True)
-    return value not in (False, "false", "False", "0", 0)
+    if isinstance(value, float) or value not in TRUNCATE_VALUES:
+        raise RequestError("bad_parameter", f"truncate must be true or false, got {json.dumps(value)[:64]}")
+    return TRUNCATE_VALUES[value]
 
 
 def _padded(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -63,8 +71,11 @@ class TritonPythonModel(StubModel):
         for (i, _), enc in zip(order, encodings, strict=True):
             per_request.setdefault(i, []).append(enc)
         for i, encs in per_request.items():
-            if any(e.overflowing for e in encs) and not _truncate_requested(requests[i]):
-                errors[i] = RequestError("too_long", f"TEXT is longer than the max length of {self.max_seq} tokens")
+            try:
+                if any(e.overflowing for e in encs) and not _truncate_requested(requests[i]):
+                    errors[i] = RequestError("too_long", f"TEXT is longer than the max length of {self.max_seq} tokens")
+            except RequestError as e:
+                errors[i] = e
         tokenized = time.perf_counter()
         self.metrics.stage["tokenize"].observe(tokenized - start)
 
