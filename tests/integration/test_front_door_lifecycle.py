@@ -38,7 +38,7 @@ def _alive(pid: int) -> bool:
 def _start(repository: Path, tmp: Path, n: int, *extra: str) -> tuple[subprocess.Popen, int, int]:
     http, grpc = free_port(), free_port()
     cmd = [sys.executable, "-m", "serving.launcher.replicas", "--replicas", str(n), "--repository", str(repository),
-           "--http-port", str(http), "--grpc-port", str(grpc), "--base-port", str(free_port() + 1000), *extra]  # fmt: skip
+           "--http-port", str(http), "--grpc-port", str(grpc), "--base-port", str(free_port() + 1000), "--gateway-port", str(free_port()), *extra]  # fmt: skip
     log = (tmp / "replicas.log").open("w")
     env = {**os.environ, "TMPDIR": str(tmp)}  # where the launcher writes nginx.conf
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT), http, grpc
