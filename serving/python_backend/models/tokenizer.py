@@ -18,10 +18,9 @@ from serving.python_backend.errors import RequestError
 from serving.python_backend.metrics import ModelMetrics
 from serving.python_backend.model import StubModel
 
-
-# The `truncate` request parameter's accepted values (a boolean, or its spelling as a string or 0/1).
+# The `truncate` request parameter's accepted values: a boolean (1 and 0 find True and False), or its spelling.
 TRUNCATE_VALUES = {True: True, False: False, "true": True, "false": False, "True": True, "False": False,
-                   "1": True, "0": False, 1: True, 0: False}  # fmt: skip
+                   "1": True, "0": False}  # fmt: skip
 
 
 def _truncate_requested(request) -> bool:
