@@ -115,8 +115,9 @@ std::optional<RequestError> ReadInput(TRITONBACKEND_Request* request, const char
 }
 
 // The TEXT elements of a request ([rows, 1] BYTES: each a 4-byte little-endian length, then its bytes), each
-// checked as decode_text checks it where it lies, and copied only then; a bad one is named by its index when the
-// request holds several. A request larger than its elements could be at their limit is refused unread.
+// checked as decode_text checks it where it lies (its size first, from its length prefix), and copied only then;
+// a bad one is named by its index when the request holds several. TEXT in one buffer (what the frontends give) is
+// read in place; in several, it is gathered once first.
 std::optional<RequestError> ReadTexts(TRITONBACKEND_Request* request, std::vector<std::string>* texts) {
   const InputView view = Describe(request, kText);
   if (view.dtype != TRITONSERVER_TYPE_BYTES) {
@@ -124,11 +125,6 @@ std::optional<RequestError> ReadTexts(TRITONBACKEND_Request* request, std::vecto
   }
   const std::optional<uint64_t> count = Elements(view.shape);
   if (view.shape.empty() || view.shape[0] < 1 || !count || *count == 0) return BadShape("TEXT holds no element");
-  if (view.byte_size / *count > 4 + kMaxTextBytes) {
-    return RequestError{"text_too_large", "TEXT holds " + std::to_string(view.byte_size) + " bytes in " +
-                                              std::to_string(*count) + " element(s); the limit is " +
-                                              std::to_string(kMaxTextBytes) + " bytes an element"};
-  }
   std::string held;
   std::string_view data;
   if (auto error = Contiguous(view, kText, &held, &data)) return error;

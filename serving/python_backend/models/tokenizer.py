@@ -71,10 +71,12 @@ class TritonPythonModel(StubModel):
             per_request.setdefault(i, []).append(enc)
         for i, encs in per_request.items():
             try:
-                if any(e.overflowing for e in encs) and not _truncate_requested(requests[i]):
-                    errors[i] = RequestError("too_long", f"TEXT is longer than the max length of {self.max_seq} tokens")
+                truncate = _truncate_requested(requests[i])  # checked whether or not a text is too long
             except RequestError as e:
                 errors[i] = e
+                continue
+            if any(e.overflowing for e in encs) and not truncate:
+                errors[i] = RequestError("too_long", f"TEXT is longer than the max length of {self.max_seq} tokens")
         tokenized = time.perf_counter()
         self.metrics.stage["tokenize"].observe(tokenized - start)
 
