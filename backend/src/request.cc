@@ -88,18 +88,11 @@ std::optional<uint64_t> Elements(const std::vector<int64_t>& shape) {
   return elements;
 }
 
-// One input of a request as [rows, seq] int64 in `data`, its shape checked against the model's before a byte is
-// copied (a client may declare any shape).
-std::optional<RequestError> ReadInput(TRITONBACKEND_Request* request, const char* name, const ModelSettings& s,
-                                      std::vector<int64_t>* shape, std::vector<int64_t>* data) {
-  const InputView view = Describe(request, name);
+// One input of a request as [rows, seq] int64 in `data`, its size checked before a byte is copied (a client may
+// declare any shape).
+std::optional<RequestError> ReadInput(const InputView& view, const char* name, std::vector<int64_t>* data) {
   if (view.dtype != TRITONSERVER_TYPE_INT64) {
     return BadShape(std::string(name) + " must be INT64, got " + TRITONSERVER_DataTypeString(view.dtype));
-  }
-  *shape = view.shape;
-  if (view.shape.size() == 2 && view.shape[1] > s.max_seq) {
-    return RequestError{"too_long", "sequence of " + std::to_string(view.shape[1]) +
-                                        " tokens is longer than the max length " + std::to_string(s.max_seq)};
   }
   const std::optional<uint64_t> elements = Elements(view.shape);
   uint64_t bytes = 0;
@@ -248,11 +241,24 @@ void Pending::Read(const ModelSettings& s) {
       error = ReadTexts(request, &texts);
       return;
     }
-    std::vector<int64_t> ids_shape, mask_shape;
-    error = ReadInput(request, kIds, s, &ids_shape, &ids);
-    if (!error) error = ReadInput(request, kMask, s, &mask_shape, &mask);
+    const InputView ids_view = Describe(request, kIds), mask_view = Describe(request, kMask);
+    const std::vector<int64_t>& shape = ids_view.shape;
+    batch = TokenBatch{shape, mask_view.shape, {}, {}};
+    // Shapes first, as Validate orders them, before a byte is copied: a mismatch needs no data to be reported,
+    // and a sequence past max_seq is refused by its declared length.
+    if (shape.size() != 2 || shape != mask_view.shape) {
+      error = Validate(batch, s.vocab_size, s.max_seq, &lengths);
+      return;
+    }
+    if (shape[0] > 0 && shape[1] > s.max_seq) {
+      error = RequestError{"too_long", "sequence of " + std::to_string(shape[1]) +
+                                           " tokens is longer than the max length " + std::to_string(s.max_seq)};
+      return;
+    }
+    error = ReadInput(ids_view, kIds, &ids);
+    if (!error) error = ReadInput(mask_view, kMask, &mask);
     if (error) return;
-    batch = TokenBatch{ids_shape, mask_shape, ids, mask};
+    batch = TokenBatch{shape, mask_view.shape, ids, mask};
     error = Validate(batch, s.vocab_size, s.max_seq, &lengths);
   } catch (const std::exception& e) {
     error = Internal(e.what());

@@ -22,7 +22,9 @@ import aiohttp
 import numpy as np
 import pytest
 
+from export.model_configs import QueuePolicy
 from reliability import traffic
+from reliability.repository import linked_copy, rewrite_config
 from tests.integration.conftest import ROOT, free_port, http_status
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -43,8 +45,12 @@ def _requests_seen(metrics_port: int) -> float:
 @pytest.fixture(scope="module")
 def two_replicas(exported_repository, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("overload")
+    # A 100 ms deadline, so that a few seconds at 3x capacity are an overload whatever the costs learnt at load.
+    repository = linked_copy(exported_repository, tmp / "repository")
+    for model in ("embed", "bert"):
+        rewrite_config(repository / model, QueuePolicy(max_queue_size=1, timeout_us=100_000))
     http, grpc, base = free_port(), free_port(), free_port() + 1000
-    cmd = [sys.executable, "-m", "serving.launcher.replicas", "--replicas", "2", "--repository", str(exported_repository),
+    cmd = [sys.executable, "-m", "serving.launcher.replicas", "--replicas", "2", "--repository", str(repository),
            "--http-port", str(http), "--grpc-port", str(grpc), "--base-port", str(base),
            "--rate", "100000", "--burst", "100000", "--gateway-port", str(free_port())]  # fmt: skip
     log_path = tmp / "replicas.log"
