@@ -80,7 +80,8 @@ async def _capacity(grpc_url: str) -> float:
         inp = traffic.triton_grpc.InferInput("TEXT", [1, 1], "BYTES")
         inp.set_data_from_numpy(np.array([[TEXT.encode()]], dtype=np.object_))
         while time.perf_counter() - start < 4.0:
-            await client.infer("embed", [inp], client_timeout=10)
+            # A client that waits up to 10 s: its timeout is its deadline, so the probe is served, never shed.
+            await client.infer("embed", [inp], client_timeout=10, timeout=10_000_000)
             done += 1
 
     await asyncio.gather(*(worker() for _ in range(32)))
