@@ -13,11 +13,8 @@ from serving.gateway.state import Gateway, encode_texts, truncated_dimensions
 VERSION = "bertserve"
 
 
-async def embed(gw: Gateway, req: EmbedRequest) -> np.ndarray:
-    if not req.normalize:
-        raise errors.BadRequest("normalize=false is not supported: the model returns L2-normalised embeddings")
-    if req.truncation_direction.lower() != "right":
-        raise errors.BadRequest("truncation_direction=Left is not supported: texts are truncated on the right")
+def _inputs(gw: Gateway, req: EmbedRequest | TokenizeRequest) -> list[str]:
+    """The request's texts as a list, checked as TEI checks them (no prompts, not empty, at most max_inputs)."""
     if req.prompt_name is not None:
         raise errors.BadRequest("prompt_name is not supported: the model has no prompts configured")
     inputs = [req.inputs] if isinstance(req.inputs, str) else req.inputs
@@ -25,6 +22,15 @@ async def embed(gw: Gateway, req: EmbedRequest) -> np.ndarray:
         raise errors.BadRequest("`inputs` cannot be empty")
     if len(inputs) > gw.cfg.max_inputs:
         raise errors.TooLarge(f"batch size {len(inputs)} > maximum allowed batch size {gw.cfg.max_inputs}")
+    return inputs
+
+
+async def embed(gw: Gateway, req: EmbedRequest) -> np.ndarray:
+    if not req.normalize:
+        raise errors.BadRequest("normalize=false is not supported: the model returns L2-normalised embeddings")
+    if req.truncation_direction.lower() != "right":
+        raise errors.BadRequest("truncation_direction=Left is not supported: texts are truncated on the right")
+    inputs = _inputs(gw, req)
     out = await gw.embed(encode_texts(inputs, "inputs"), truncate=bool(req.truncate))
     return truncated_dimensions(out.vectors, req.dimensions, await gw.triton.info())
 
@@ -32,13 +38,7 @@ async def embed(gw: Gateway, req: EmbedRequest) -> np.ndarray:
 async def tokenize(gw: Gateway, req: TokenizeRequest) -> list[list[dict]]:
     if gw.tokenizer is None:
         raise errors.NotReady("no tokenizer: the gateway was started without --repository")
-    if req.prompt_name is not None:
-        raise errors.BadRequest("prompt_name is not supported: the model has no prompts configured")
-    inputs = [req.inputs] if isinstance(req.inputs, str) else req.inputs
-    if not inputs:
-        raise errors.BadRequest("`inputs` cannot be empty")
-    if len(inputs) > gw.cfg.max_inputs:
-        raise errors.TooLarge(f"batch size {len(inputs)} > maximum allowed batch size {gw.cfg.max_inputs}")
+    inputs = _inputs(gw, req)
     return await asyncio.to_thread(_tokens, gw, inputs, req.add_special_tokens)
 
 
