@@ -1,8 +1,10 @@
 #include "compute_pool.h"
 
 #include <ATen/Parallel.h>
+#include <pthread.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <memory>
 
@@ -10,8 +12,19 @@
 
 namespace bertserve {
 
-ComputePool::ComputePool(int workers, int threads) : threads_(threads) {
-  for (int i = 0; i < std::max(1, workers); ++i) workers_.emplace_back([this] { Work(); });
+void NameThisThread(const char* name) {
+  char kept[16] = {};
+  std::snprintf(kept, sizeof(kept), "%s", name);
+  pthread_setname_np(pthread_self(), kept);
+}
+
+ComputePool::ComputePool(int workers, int threads, const char* name) : threads_(threads) {
+  for (int i = 0; i < std::max(1, workers); ++i) {
+    workers_.emplace_back([this, name] {
+      NameThisThread(name);
+      Work();
+    });
+  }
 }
 
 ComputePool::~ComputePool() {
@@ -54,7 +67,7 @@ std::map<int, std::unique_ptr<ComputePool>> pools;
 ComputePool& SharedComputePool(int threads) {
   std::lock_guard<std::mutex> lock(pools_mutex);
   auto& pool = pools[threads];
-  if (!pool) pool = std::make_unique<ComputePool>(UsableCpus() / threads, threads);
+  if (!pool) pool = std::make_unique<ComputePool>(UsableCpus() / threads, threads, "bs-compute");
   return *pool;
 }
 

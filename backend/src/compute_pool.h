@@ -19,7 +19,8 @@ namespace bertserve {
 
 class ComputePool {
  public:
-  ComputePool(int workers, int threads);
+  // `name` names its threads (at most 15 characters; `top -H` and debuggers show it).
+  ComputePool(int workers, int threads, const char* name);
   ~ComputePool();  // finishes queued work, then joins
   ComputePool(const ComputePool&) = delete;
   ComputePool& operator=(const ComputePool&) = delete;
@@ -36,6 +37,9 @@ class ComputePool {
   bool stopping_ = false;
   std::vector<std::thread> workers_;
 };
+
+// Names the calling thread (at most 15 characters are kept).
+void NameThisThread(const char* name);
 
 // The pool for forwards of `threads` intra-op threads (one per distinct value, made on first use, kept until
 // the backend unloads).

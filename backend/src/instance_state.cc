@@ -14,6 +14,14 @@ namespace {
 constexpr int kBatchesInFlight = 2;
 // The most answer tasks one batch is split into.
 constexpr size_t kAnswerChunks = 8;
+// An execute call with at most this many texts is tokenized on Triton's thread: a hop to a prepare thread would
+// cost more than the tokenizing. Larger calls go to the prepare threads in tasks of about kPrepareChunk texts.
+constexpr size_t kInlineTexts = 8;
+constexpr size_t kPrepareChunk = 16;
+// A batch of at most this many rows is answered on the completion thread when no other batch waits to land.
+constexpr int64_t kInlineAnswerRows = 4;
+// The next batch is taken this long, plus twice a launch's host time, before the device should be free.
+constexpr double kTakeLeadS = 50e-6;
 
 double Seconds(uint64_t from_ns, uint64_t to_ns) { return to_ns > from_ns ? static_cast<double>(to_ns - from_ns) * 1e-9 : 0.0; }
 
@@ -129,8 +137,11 @@ InstanceState::~InstanceState() {
 void InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count) noexcept {
   const ModelSettings& s = model_->settings();
   const uint64_t now = NowNs();
-  uint32_t handed = 0;  // requests before this one are answered or handed on
+  uint32_t handed = 0;  // requests before this one are answered or held
+  std::vector<std::unique_ptr<Pending>> held;  // read and valid, each counted as Preparing
+  size_t texts = 0;
   try {
+    held.reserve(count);
     for (; handed < count; ++handed) {
       auto p = std::make_unique<Pending>();
       p->request = requests[handed];
@@ -142,17 +153,8 @@ void InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count) no
         continue;
       }
       model_->scheduler().Preparing();
-      if (!gpu_ || model_->tokenizer() == nullptr) {  // token ids need no preparing
-        Prepare(std::move(p));
-        continue;
-      }
-      auto held = std::make_shared<std::unique_ptr<Pending>>(std::move(p));
-      try {
-        model_->PreparePool().Post([this, held] { Prepare(std::move(*held)); });
-      } catch (...) {
-        model_->scheduler().Abandon();
-        throw;
-      }
+      texts += p->texts.size();
+      held.push_back(std::move(p));
     }
   } catch (const std::exception& e) {  // e.g. out of memory: answer what is left rather than take the server down
     BERTSERVE_LOG(ERROR, s.name + ": execute failed: " + e.what());
@@ -163,6 +165,38 @@ void InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count) no
         ErrorPtr(TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, error.get()));
       }
       ErrorPtr(TRITONBACKEND_RequestRelease(requests[i], TRITONSERVER_REQUEST_RELEASE_ALL));
+    }
+  }
+  Dispatch(held, texts);
+}
+
+void InstanceState::Dispatch(std::vector<std::unique_ptr<Pending>>& held, size_t texts) noexcept {
+  // CPU instances tokenize here: a second busy thread would take a core from the forward's OpenMP team.
+  if (!gpu_ || model_->tokenizer() == nullptr || texts <= kInlineTexts) {
+    for (auto& p : held) Prepare(std::move(p));
+    return;
+  }
+  using Chunk = std::vector<std::unique_ptr<Pending>>;
+  std::shared_ptr<Chunk> chunk;
+  try {
+    size_t chunk_texts = 0;
+    for (auto& p : held) {
+      if (chunk == nullptr) chunk = std::make_shared<Chunk>();
+      chunk_texts += p->texts.size();
+      chunk->push_back(std::move(p));
+      if (chunk_texts < kPrepareChunk && &p != &held.back()) continue;
+      model_->PreparePool().Post([this, chunk] {
+        for (auto& q : *chunk) Prepare(std::move(q));
+      });
+      chunk = nullptr, chunk_texts = 0;
+    }
+  } catch (const std::exception& e) {  // no thread to be had: what was not handed on is prepared here
+    BERTSERVE_LOG(WARN, model_->settings().name + ": preparing on execute's thread: " + e.what());
+    if (chunk != nullptr) {
+      for (auto& q : *chunk) Prepare(std::move(q));
+    }
+    for (auto& p : held) {
+      if (p != nullptr) Prepare(std::move(p));
     }
   }
 }
@@ -299,14 +333,19 @@ void InstanceState::Fail(Flight& f, const std::string& what) noexcept {
 }
 
 void InstanceState::Feed() {
+  NameThisThread("bs-feed");
   Scheduler& scheduler = model_->scheduler();
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       changed_.wait(lock, [this] { return in_flight_ < kBatchesInFlight; });
+      // With a batch still on the device the next is taken just before the device is free: what arrives until
+      // then joins it, rather than waiting behind a smaller batch taken now.
+      const auto lead_ns = static_cast<uint64_t>((kTakeLeadS + 2 * launch_s_) * 1e9);
+      take_after_ns_ = in_flight_ > 0 && device_free_ns_ > lead_ns ? device_free_ns_ - lead_ns : 0;
     }
     auto f = std::make_unique<Flight>();
-    f->batch = scheduler.Take(instance_, /*block=*/true, stopping_, &f->work_s);
+    f->batch = scheduler.Take(instance_, /*block=*/true, stopping_, &f->work_s, &take_after_ns_);
     if (f->batch.empty()) {
       if (stopping_ && scheduler.Idle()) break;
       continue;  // what was taken had all expired
@@ -319,8 +358,12 @@ void InstanceState::Feed() {
       Fail(*f, e.what());
       continue;
     }
+    const uint64_t launched = NowNs();
+    launch_s_ += 0.1 * (Seconds(f->taken_ns, launched) - launch_s_);
+    const double predicted_s = f->predicted_s * scheduler.costs().correction();
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      device_free_ns_ = std::max(device_free_ns_, launched) + static_cast<uint64_t>(predicted_s * 1e9);
       flights_.push_back(std::move(f));
       ++in_flight_;
     }
@@ -334,6 +377,7 @@ void InstanceState::Feed() {
 }
 
 void InstanceState::Complete() {
+  NameThisThread("bs-land");
   Scheduler& scheduler = model_->scheduler();
   for (;;) {
     std::shared_ptr<Flight> f;
@@ -354,12 +398,22 @@ void InstanceState::Complete() {
     last_landed_ns_ = f->landed_ns;
     scheduler.costs().Observe(f->predicted_s, Seconds(began, f->landed_ns));
     scheduler.Done(f->work_s);
-    Answer(std::move(f));
+    bool idle = false, alone = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      --in_flight_;
+      idle = --in_flight_ == 0;
+      alone = flights_.empty();
+      if (idle) take_after_ns_ = 0;  // the device is free: a waiting feeder takes what is queued now
     }
     changed_.notify_all();
+    if (idle) scheduler.WakeAll();
+    // A small batch with nothing behind it is answered here, without a hop to an answer thread.
+    if (alone && f->rows <= kInlineAnswerRows) {
+      Respond(*f, 0, f->batch.size());
+      Close(*f);
+    } else {
+      Answer(std::move(f));
+    }
   }
 }
 

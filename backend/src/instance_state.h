@@ -49,6 +49,8 @@ class InstanceState {
   InstanceState(ModelState* model, TRITONBACKEND_ModelInstance* instance, std::string device);
   CostModel MeasureCosts();
   void Prepare(std::unique_ptr<Pending> p) noexcept;  // tokenizes (text models) and submits
+  // Prepares read requests here, or on the prepare threads in chunks when they hold more than a few texts.
+  void Dispatch(std::vector<std::unique_ptr<Pending>>& held, size_t texts) noexcept;
   void Launch(Flight& f);         // collates and starts the passes (the batch stays in `f` if it throws)
   void Land(Flight& f);           // waits for the passes and scatters their rows
   void Respond(Flight& f, size_t begin, size_t end) noexcept;  // responses and statistics of batch[begin, end)
@@ -80,6 +82,10 @@ class InstanceState {
   bool fed_ = false;  // the feeder has stopped
   int answering_ = 0;  // batches whose responses a host thread is sending
   uint64_t last_landed_ns_ = 0;
+  // The feeder's: when the device should have finished what was launched, and the host time a launch takes.
+  uint64_t device_free_ns_ = 0;
+  double launch_s_ = 0.0;
+  std::atomic<uint64_t> take_after_ns_{0};  // the next batch is taken then, or when full (Scheduler::Take)
   std::thread feeder_, completer_;
   // CPU
   ComputePool* pool_ = nullptr;

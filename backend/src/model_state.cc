@@ -40,13 +40,13 @@ ModelState::ModelState(ModelSettings settings)
 // answer.
 ComputePool& ModelState::PreparePool() {
   std::lock_guard<std::mutex> lock(pools_mutex_);
-  if (!prepare_pool_) prepare_pool_ = std::make_unique<ComputePool>(std::clamp(UsableCpus() / 4, 2, 4), 1);
+  if (!prepare_pool_) prepare_pool_ = std::make_unique<ComputePool>(std::clamp(UsableCpus() / 4, 2, 4), 1, "bs-prepare");
   return *prepare_pool_;
 }
 
 ComputePool& ModelState::AnswerPool() {
   std::lock_guard<std::mutex> lock(pools_mutex_);
-  if (!answer_pool_) answer_pool_ = std::make_unique<ComputePool>(std::clamp(UsableCpus() / 2, 2, 8), 1);
+  if (!answer_pool_) answer_pool_ = std::make_unique<ComputePool>(std::clamp(UsableCpus() / 2, 2, 8), 1, "bs-answer");
   return *answer_pool_;
 }
 

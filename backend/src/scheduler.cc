@@ -1,6 +1,7 @@
 #include "scheduler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include "triton_util.h"
@@ -86,12 +87,16 @@ void Scheduler::Submit(std::unique_ptr<Pending> p, TRITONBACKEND_ModelInstance* 
     const uint64_t now = NowNs();
     std::vector<std::function<void()>> wake;
     Admission a;
+    bool wake_taker = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       job.id = next_id_++;
       // A default deadline is judged from arrival: time spent before admission (a busy host thread) is not the
       // queue's, and refusing for it would shed nothing. A client's own deadline counts from now: it has gone then.
+      const bool was_empty = queue_.empty();
       a = queue_.Offer(job, job.hard ? now : p->arrived_ns);
+      // A blocked Take waits for any work, or, with a batch still on its device, for a full batch or its time.
+      wake_taker = was_empty || preparing_ == 1 || queue_.full(settings_.max_batch, settings_.max_batch_tokens);
       if (a.admitted) {
         waiting_[job.id] = std::move(p);
         for (const auto& [_, w] : wakers_) wake.push_back(w);
@@ -102,7 +107,7 @@ void Scheduler::Submit(std::unique_ptr<Pending> p, TRITONBACKEND_ModelInstance* 
       counted = true;
     }
     if (a.admitted) {
-      ready_.notify_one();
+      if (wake_taker) ready_.notify_all();
       if (!wake.empty()) {
         for (auto& w : wake) w();
         std::lock_guard<std::mutex> lock(mutex_);
@@ -124,14 +129,24 @@ void Scheduler::Submit(std::unique_ptr<Pending> p, TRITONBACKEND_ModelInstance* 
 }
 
 std::vector<std::unique_ptr<Pending>> Scheduler::Take(TRITONBACKEND_ModelInstance* instance, bool block,
-                                                       const std::atomic<bool>& stopping, double* work_s) {
+                                                       const std::atomic<bool>& stopping, double* work_s,
+                                                       const std::atomic<uint64_t>* not_before_ns) {
   std::vector<std::unique_ptr<Pending>> batch, expired;
   std::vector<Job> expired_jobs;
   uint64_t now = 0;
   bool more = false;
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (block) ready_.wait(lock, [&] { return !queue_.empty() || (stopping && preparing_ == 0); });
+    while (block && !(stopping && preparing_ == 0)) {
+      if (queue_.empty()) {
+        ready_.wait(lock);
+        continue;
+      }
+      const uint64_t wait_until = not_before_ns != nullptr ? not_before_ns->load() : 0;
+      now = NowNs();
+      if (now >= wait_until || queue_.full(settings_.max_batch, settings_.max_batch_tokens)) break;
+      ready_.wait_for(lock, std::chrono::nanoseconds(wait_until - now));
+    }
     now = NowNs();
     WorkQueue::Taken t = queue_.Take(now, settings_.max_batch, settings_.max_batch_tokens);
     *work_s = t.work_s;

@@ -44,12 +44,15 @@ class Scheduler {
   void Submit(std::unique_ptr<Pending> p, TRITONBACKEND_ModelInstance* instance) noexcept;
   // Takes the next batch, refusing what expired in the queue; `work_s`: the batch's predicted work, for Done.
   // `block`: waits for work until `stopping` is set and nothing is queued or being prepared (then returns an
-  // empty batch).
+  // empty batch), and, while `not_before_ns` (steady clock) lies ahead, until a full batch is queued: the caller
+  // still has a batch on its device, and what arrives meanwhile joins the next one. A change of `not_before_ns`
+  // is seen after WakeAll.
   std::vector<std::unique_ptr<Pending>> Take(TRITONBACKEND_ModelInstance* instance, bool block,
-                                             const std::atomic<bool>& stopping, double* work_s);
+                                             const std::atomic<bool>& stopping, double* work_s,
+                                             const std::atomic<uint64_t>* not_before_ns = nullptr);
   // A taken batch that carried `work_s` of predicted work left the device.
   void Done(double work_s);
-  // Wakes every blocked Take (an instance is stopping).
+  // Wakes every blocked Take (an instance is stopping, or its device has become free).
   void WakeAll();
   bool Idle();
 

@@ -24,6 +24,7 @@ Admission WorkQueue::Offer(const Job& job, uint64_t now_ns) {
   if (a.admitted) {
     jobs_.emplace(std::make_pair(job.deadline_ns, order_++), job);
     queued_s_ += job.work_s;
+    rows_ += job.rows, tokens_ += job.tokens;
   }
   return a;
 }
@@ -42,6 +43,7 @@ WorkQueue::Taken WorkQueue::Take(uint64_t now_ns, int64_t max_rows, int64_t max_
       continue;
     }
     queued_s_ -= job.work_s;
+    rows_ -= job.rows, tokens_ -= job.tokens;
     if (late) {
       t.expired.push_back(job);
     } else {

@@ -50,6 +50,8 @@ class WorkQueue {
   int lanes() const { return lanes_; }
   bool empty() const { return jobs_.empty(); }
   size_t size() const { return jobs_.size(); }
+  // Whether what is queued already fills a batch of `max_rows` rows or `max_tokens` tokens.
+  bool full(int64_t max_rows, int64_t max_tokens) const { return rows_ >= max_rows || tokens_ >= max_tokens; }
   // Seconds of predicted work queued and in flight (per lane).
   double backlog_s() const { return (queued_s_ + inflight_s_) / lanes_; }
 
@@ -57,6 +59,7 @@ class WorkQueue {
   std::map<std::pair<uint64_t, uint64_t>, Job> jobs_;  // (deadline, arrival order) -> job
   uint64_t order_ = 0;
   double queued_s_ = 0.0, inflight_s_ = 0.0;
+  int64_t rows_ = 0, tokens_ = 0;  // queued
   int lanes_ = 1;
 };
 
