@@ -1,33 +1,46 @@
 #!/usr/bin/env bash
-# The scheduler against the backend before it, on one CUDA GPU, same machine, same call (the issue's table):
+# The scheduler against earlier backends, on one CUDA GPU, same machine, same call (the issue's table):
 #   bash bench/gpu_scheduler.sh prepare compare
 # prepare: bench/gpu_native.sh's (venv, this backend built against the machine's CUDA torch, BERT-base fp16
-# exported), then the earlier backend from .gpu/baseline-backend.tar (`git archive <commit> backend`) beside it.
-# compare: per backend, bench.served over gRPC (the corpus, 1 and 32 texts a request; bert 128 tokens), then
-# HTTP with JSON outputs (bench.http_json) and GPU utilisation sampled during 32-text gRPC load.
+# exported), then each earlier backend .gpu/<name>-backend.tar (`git archive <commit> backend`) built beside it
+# into build/backend-<name>.
+# compare: per variant, bench.served over gRPC (the corpus, 1 and 32 texts a request; bert 128 tokens), HTTP with
+# JSON outputs (bench.http_json), GPU utilisation sampled during 32-text gRPC load, and the server's busiest
+# threads under one-text load. VARIANTS: label:library:instances:deadline_us, space-separated.
 source bench/gpu_venv.sh
 repo=build/gpu-repository
+CASES="${CASES:-embed-corpus@1/16/64/128/256,embed-corpus-b32@1/4/8/16/32,bert-128@64/256}"
+VARIANTS="${VARIANTS:-scheduler:build/backend/libtriton_bertserve.so:1:10000 scheduler-2:build/backend/libtriton_bertserve.so:2:10000}"
 
 prepare() {
   bash bench/gpu_native.sh prepare || return 1
-  rm -rf /tmp/baseline-src && mkdir -p /tmp/baseline-src && tar -xf .gpu/baseline-backend.tar -C /tmp/baseline-src
-  local torch_dir ssl=()
+  local torch_dir ssl=() tar name
   torch_dir="$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')"
   [ -f /usr/include/openssl/sha.h ] || ssl=(-DOPENSSL_INCLUDE_DIR=/tmp/openssl/include
     "-DOPENSSL_CRYPTO_LIBRARY=$(ls /usr/lib/x86_64-linux-gnu/libcrypto.so* | sort | head -1)")
-  { cmake -S /tmp/baseline-src/backend -B build/backend-baseline -DTORCH_DIR="$torch_dir" -DBERTSERVE_WERROR=OFF \
-    -DJSON_INCLUDE=/tmp/export-site/nlohmann_json/include "${ssl[@]}" && cmake --build build/backend-baseline -j 16; } \
-    >"$out/baseline-build.log" 2>&1 || { tail -30 "$out/baseline-build.log"; return 1; }
-  echo "baseline backend built"
+  for tar in .gpu/*-backend.tar; do
+    name="$(basename "$tar" -backend.tar)"
+    rm -rf "/tmp/$name-src" && mkdir -p "/tmp/$name-src" && tar -xf "$tar" -C "/tmp/$name-src"
+    { cmake -S "/tmp/$name-src/backend" -B "build/backend-$name" -DTORCH_DIR="$torch_dir" -DBERTSERVE_WERROR=OFF \
+      -DJSON_INCLUDE=/tmp/export-site/nlohmann_json/include "${ssl[@]}" && cmake --build "build/backend-$name" -j 16; } \
+      >"$out/$name-build.log" 2>&1 || { tail -30 "$out/$name-build.log"; return 1; }
+    echo "$name backend built"
+  done
+}
+
+configure() {  # $1: instances per model, $2: deadline_us, in the exported configs of embed and bert
+  sed -i -E "s/count: [0-9]+/count: $1/" "$repo"/{embed,bert}/config.pbtxt
+  sed -i -E "/key: \"deadline_us\"/{n;n;s/string_value: \"[0-9]+\"/string_value: \"$2\"/}" "$repo"/{embed,bert}/config.pbtxt
+  echo "instances $(grep -o 'count: [0-9]*' "$repo/embed/config.pbtxt"), deadline_us" \
+    "$(grep -A2 deadline_us "$repo/embed/config.pbtxt" | grep -o '[0-9]\+' | tail -1)"
 }
 
 one() {  # $1: label, $2: library
   rm -rf /tmp/bertserve-backends-*
   export BERTSERVE_BACKEND_LIBRARY="$PWD/$2"
-  timeout "${SERVED_TIMEOUT_S:-200}" "$py" -m bench.served --repository "$repo" \
-    --cases embed-corpus,embed-corpus-b32,bert-128 --concurrency "${CONCURRENCY:-1,16,32,64,256}" --duration-s 3 \
-    --window-ms 1500 --label "sched-$1" --output-dir "$out" 2>&1 | grep -v ' INFO ' | tail -40
-  timeout 120 "$py" - "$repo" "$1" <<'PY' 2>&1 | grep -v ' INFO '
+  timeout "${SERVED_TIMEOUT_S:-200}" "$py" -m bench.served --repository "$repo" --cases "$CASES" --duration-s 3 \
+    --window-ms 1500 --label "sched-$1" --output-dir "$out" 2>&1 | grep -v ' INFO ' | tail -60
+  timeout 150 "$py" - "$repo" "$1" <<'PY' 2>&1 | grep -v ' INFO '
 import json, subprocess, sys, threading, time
 from pathlib import Path
 from bench import http_json
@@ -38,42 +51,49 @@ from reliability import processes
 
 repo, label = Path(sys.argv[1]).resolve(), sys.argv[2]
 with processes.running(repo, Path(f"/tmp/busy-{label}.log")) as server:
-    for texts, conc in ((32, 1), (1, 1), (1, 16), (1, 64)):
+    for texts, conc in ((32, 1), (1, 1), (1, 64)):
         print(label, "http-json", json.dumps(http_json.run(server.http_url, "embed", texts, conc, 4.0, 8)), flush=True)
     binary, libdir = ensure_perf_analyzer(Path("build"))
     data = Path(f"/tmp/busy-{label}.json")
     data.write_text(json.dumps(perf_analyzer_input_data(build_pool(LoadTestConfig(payload="corpus"), "text"))))
-    for conc in (4, 16):
-        samples, stop = [], threading.Event()
-        def sample():
-            while not stop.is_set():
-                q = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"],
-                                   capture_output=True, text=True)
-                samples.append(float(q.stdout.strip() or 0))
-                time.sleep(0.1)
-        t = threading.Thread(target=sample)
-        t.start()
+
+    def load(conc, batch):
         try:
-            r = run_perf_analyzer(binary, libdir, server.grpc_url, "embed", conc, data, Path(f"/tmp/busy-{label}.csv"),
-                                  2000, 50.0, max_trials=3, batch=32)
+            return run_perf_analyzer(binary, libdir, server.grpc_url, "embed", conc, data,
+                                     Path(f"/tmp/busy-{label}.csv"), 2000, 50.0, max_trials=3, batch=batch)
         except RuntimeError as e:
-            r = {"error": str(e)[-300:]}
-        stop.set(); t.join()
-        busy = sum(samples[len(samples) // 4:]) / max(1, len(samples) - len(samples) // 4)
-        print(label, "busy", json.dumps({"concurrency": conc, "texts_per_request": 32, **r,
-                                         "gpu_util_pct": round(busy, 1)}), flush=True)
+            return {"error": str(e)[-300:]}
+
+    samples, stop = [], threading.Event()
+    def sample():
+        while not stop.is_set():
+            q = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"],
+                               capture_output=True, text=True)
+            samples.append(float(q.stdout.strip() or 0))
+            time.sleep(0.1)
+    t = threading.Thread(target=sample)
+    t.start()
+    r = load(8, 32)
+    stop.set(); t.join()
+    busy = sum(samples[len(samples) // 4:]) / max(1, len(samples) - len(samples) // 4)
+    print(label, "busy", json.dumps({"concurrency": 8, "texts_per_request": 32, **r, "gpu_util_pct": round(busy, 1)}))
+    # The server's busiest threads under one-text load: where the host time goes.
+    pid = subprocess.run(["pgrep", "-n", "tritonserver"], capture_output=True, text=True).stdout.strip()
+    top = subprocess.Popen(["top", "-H", "-b", "-n", "2", "-d", "3", "-p", pid], stdout=subprocess.PIPE, text=True)
+    r = load(256, 1)
+    listing = top.communicate()[0].split("\n\n")[-1].splitlines()
+    print(label, "threads", json.dumps({"concurrency": 256, **r}), flush=True)
+    print("\n".join(listing[:18]))
 PY
 }
 
-deadline() {  # $1: the native models' deadline_us in the exported configs
-  sed -i -E "/key: \"deadline_us\"/{n;n;s/string_value: \"[0-9]+\"/string_value: \"$1\"/}" "$repo"/{embed,bert}/config.pbtxt
-  grep -A1 deadline_us "$repo/embed/config.pbtxt" | tail -1
-}
-
 compare() {
-  one baseline build/backend-baseline/libtriton_bertserve.so
-  deadline 10000 && one scheduler build/backend/libtriton_bertserve.so
-  deadline 25000 && one scheduler-25ms build/backend/libtriton_bertserve.so
+  local v label lib instances deadline
+  for v in $VARIANTS; do
+    IFS=: read -r label lib instances deadline <<<"$v"
+    echo "== variant $label $(date +%T): $(configure "$instances" "$deadline")"
+    one "$label" "$lib"
+  done
   grep -h "costs measured\|buckets captured" /tmp/busy-*.log | tail -4
 }
 

@@ -7,7 +7,8 @@ highest throughput whose p99 stays inside the budget.
 
 Writes reports/served-<label>.json and .md. Cases: bert-128 (token ids, 128 tokens), embed-16 (texts of 16
 tokens), embed-corpus (the shipped sentences, median 23 tokens); a suffix -bN (bert-128-b8) sends N sequences
-per request in the perf_analyzer sweep (its throughput counts sequences) and skips the concurrency-1 latency run.
+per request in the perf_analyzer sweep (its throughput counts sequences) and skips the concurrency-1 latency run;
+a suffix @C/C/.. (embed-corpus-b32@1/4/8) sweeps that case over its own concurrency list instead of --concurrency.
 """
 
 from __future__ import annotations
@@ -69,7 +70,15 @@ def parse_case(name: str) -> tuple[Case, int]:
     return CASES[base], batch
 
 
-def run_case(name: str, server: processes.ServerProcess, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+def split_spec(spec: str, default: tuple[int, ...]) -> tuple[str, tuple[int, ...]]:
+    """``embed-corpus@1/16`` -> (``embed-corpus``, (1, 16)); without ``@`` the default concurrency list."""
+    name, _, levels = spec.partition("@")
+    return name, int_list(levels.replace("/", ",")) if levels else default
+
+
+def run_case(
+    name: str, concurrency: tuple[int, ...], server: processes.ServerProcess, args: argparse.Namespace, work: Path
+) -> dict[str, Any]:
     case, batch = parse_case(name)  # main checked every name
     binary, libdir = ensure_perf_analyzer(args.build)
     pool = build_pool(case.config(args.seed), "text" if case.model.startswith("embed") else "tokens")
@@ -98,7 +107,7 @@ def run_case(name: str, server: processes.ServerProcess, args: argparse.Namespac
     if batch == 1:
         ours = run_loadtest(url, case.model, 1, args.duration_s, work / f"{name}-lt", args.seed, case.loadtest_args())
         log.info("%s loadtest c=1: %s", name, ours)
-    sweep = [pa(c) for c in args.concurrency]
+    sweep = [pa(c) for c in concurrency]
     inside = [r for r in sweep if "error" not in r and r["p99_ms"] <= args.budget_ms]
     return {
         "model": case.model,
@@ -171,11 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output-dir", type=Path, default=Path("reports"))
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    for name in args.cases.split(","):
+    specs = []
+    for spec in args.cases.split(","):
         try:
-            parse_case(name)
-        except KeyError:
-            p.error(f"unknown case {name!r}; known: {sorted(CASES)}, each optionally with -bN")
+            specs.append(split_spec(spec, args.concurrency))
+            parse_case(specs[-1][0])
+        except (KeyError, ValueError, argparse.ArgumentTypeError):
+            p.error(f"unknown case {spec!r}; known: {sorted(CASES)}, each optionally with -bN and @C/C/..")
 
     work = args.output_dir / f"served-{args.label}-work"
     work.mkdir(parents=True, exist_ok=True)
@@ -188,8 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         log.info("server ready in %.1f s", result["ready_s"])
         if args.client_cpus:  # after the server started, so that only the clients (children from here) are pinned
             os.sched_setaffinity(0, {int(c) for c in args.client_cpus.split(",")})
-        for name in args.cases.split(","):
-            result["cases"][name] = run_case(name, server, args, work)
+        for name, concurrency in specs:
+            result["cases"][name] = run_case(name, concurrency, server, args, work)
             write_report(result, args.output_dir)  # after every case: a run cut short keeps what it measured
     finally:
         processes.stop(server)

@@ -25,6 +25,7 @@ TRITON_SUMMARIES = {
 }
 EXECUTE = "bertserve_request_duration_seconds"
 STAGE = "bertserve_stage_duration_seconds"
+BATCH = "bertserve_batch_size"
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -72,6 +73,9 @@ def model_split(before: Samples, after: Samples) -> dict[str, dict[str, Any]]:
             entry["execute_us"] = execute
             stages = {s: _mean(before, after, STAGE, 1e6, model=model, stage=s) for s in _stages(after, model)}
             entry["stage_us_per_batch"] = {s: v for s, v in stages.items() if v is not None}
+            rows = _mean(before, after, BATCH, 1.0, model=model)
+            if rows is not None:
+                entry["rows_per_batch"] = rows
         split[model] = entry
     return split
 
@@ -93,6 +97,8 @@ def describe(step: dict[str, Any]) -> list[str]:
         if "execute_us" in e:
             stages = ", ".join(f"{k} {v:.0f}" for k, v in e["stage_us_per_batch"].items())
             line += f"; execute() {e['execute_us']:.0f} ({stages} per batch)"
+            if "rows_per_batch" in e:
+                line += f"; {e['rows_per_batch']:.1f} rows per batch"
             if "compute_infer" in t:
                 line += f"; compute infer outside execute() {t['compute_infer'] - e['execute_us']:.0f}"
         lines.append(line)

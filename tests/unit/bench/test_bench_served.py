@@ -1,12 +1,19 @@
 import pytest
 
-from bench.served import CASES, markdown, parse_case
+from bench.served import CASES, markdown, parse_case, split_spec
 
 
 def test_parse_case_takes_a_sequences_per_request_suffix():
     assert parse_case("bert-128") == (CASES["bert-128"], 1)
     assert parse_case("bert-128-b8") == (CASES["bert-128"], 8)
     assert parse_case("embed-corpus-b16") == (CASES["embed-corpus"], 16)
+
+
+def test_a_case_may_carry_its_own_concurrency_list():
+    assert split_spec("embed-corpus-b32@1/4/8", (1, 16)) == ("embed-corpus-b32", (1, 4, 8))
+    assert split_spec("bert-128", (1, 16)) == ("bert-128", (1, 16))
+    with pytest.raises(ValueError):
+        split_spec("bert-128@many", (1,))
 
 
 @pytest.mark.parametrize("name", ["bert-64", "bert-128-b0", "bert-128-b", "x-b2"])
