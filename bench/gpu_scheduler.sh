@@ -53,6 +53,13 @@ repo, label = Path(sys.argv[1]).resolve(), sys.argv[2]
 with processes.running(repo, Path(f"/tmp/busy-{label}.log")) as server:
     for texts, conc in ((32, 1), (1, 1), (1, 64)):
         print(label, "http-json", json.dumps(http_json.run(server.http_url, "embed", texts, conc, 4.0, 8)), flush=True)
+    if server.gateway_url:
+        for texts, conc in ((32, 1), (1, 64)):
+            try:
+                r = http_json.run(server.gateway_url, "embed", texts, conc, 4.0, 8, route="openai")
+            except Exception as e:  # noqa: BLE001 - e.g. no gateway on this machine: the rest still runs
+                r = {"error": repr(e)[-300:]}
+            print(label, "openai-json", json.dumps(r), flush=True)
     binary, libdir = ensure_perf_analyzer(Path("build"))
     data = Path(f"/tmp/busy-{label}.json")
     data.write_text(json.dumps(perf_analyzer_input_data(build_pool(LoadTestConfig(payload="corpus"), "text"))))

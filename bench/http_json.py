@@ -1,6 +1,7 @@
 """Closed-loop load over HTTP with JSON outputs, the way curl and most SDKs call: KServe v2 JSON in, JSON out.
 
     python -m bench.http_json --url 127.0.0.1:8000 --model embed --texts 32 --concurrency 1,64 --duration-s 6
+    python -m bench.http_json --url 127.0.0.1:8080 --route openai --texts 32   # the gateway's OpenAI route
 
 perf_analyzer asks for binary outputs, which hides the cost of the server formatting floats as JSON text. Each
 client is a thread with a keep-alive connection; threads are spread over processes so that the client's own
@@ -25,7 +26,9 @@ from loadtest.payload import build_pool
 log = logging.getLogger(__name__)
 
 
-def _body(texts: list[str]) -> bytes:
+def _body(route: str, model: str, texts: list[str]) -> bytes:
+    if route == "openai":
+        return json.dumps({"model": model, "input": texts}).encode()
     return json.dumps(
         {
             "inputs": [{"name": "TEXT", "shape": [len(texts), 1], "datatype": "BYTES", "data": texts}],
@@ -34,10 +37,9 @@ def _body(texts: list[str]) -> bytes:
     ).encode()
 
 
-def _client(url: str, model: str, bodies: list[bytes], stop_at: float, out: list[float], failures: list[str]) -> None:
+def _client(url: str, path: str, bodies: list[bytes], stop_at: float, out: list[float], failures: list[str]) -> None:
     host, port = url.split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=30)
-    path = f"/v2/models/{model}/infer"
     i = 0
     while time.perf_counter() < stop_at:
         start = time.perf_counter()
@@ -53,11 +55,11 @@ def _client(url: str, model: str, bodies: list[bytes], stop_at: float, out: list
 
 
 def _process(args: tuple[str, str, list[bytes], int, float]) -> tuple[list[float], list[str]]:
-    url, model, bodies, threads, stop_at = args
+    url, path, bodies, threads, stop_at = args
     out: list[float] = []
     failures: list[str] = []
     workers = [
-        threading.Thread(target=_client, args=(url, model, bodies, stop_at, out, failures)) for _ in range(threads)
+        threading.Thread(target=_client, args=(url, path, bodies, stop_at, out, failures)) for _ in range(threads)
     ]
     for w in workers:
         w.start()
@@ -66,22 +68,26 @@ def _process(args: tuple[str, str, list[bytes], int, float]) -> tuple[list[float
     return out, failures
 
 
-def run(url: str, model: str, texts: int, concurrency: int, duration_s: float, processes: int) -> dict:
+def run(
+    url: str, model: str, texts: int, concurrency: int, duration_s: float, processes: int, route: str = "kserve"
+) -> dict:
+    """``route``: ``kserve`` (Triton's /v2/models/<model>/infer) or ``openai`` (the gateway's /v1/embeddings)."""
     pool = [p.text for p in build_pool(LoadTestConfig(payload="corpus"), "text")]
     rng = np.random.default_rng(0)
-    bodies = [_body([pool[j] for j in rng.integers(0, len(pool), texts)]) for _ in range(64)]
+    bodies = [_body(route, model, [pool[j] for j in rng.integers(0, len(pool), texts)]) for _ in range(64)]
+    path = "/v1/embeddings" if route == "openai" else f"/v2/models/{model}/infer"
     procs = max(1, min(processes, concurrency))
     per = [concurrency // procs + (1 if k < concurrency % procs else 0) for k in range(procs)]
     warm_until = time.perf_counter() + 1.0
-    _process((url, model, bodies[:4], 1, warm_until))
+    _process((url, path, bodies[:4], 1, warm_until))
     stop_at = time.perf_counter() + duration_s
     with multiprocessing.get_context("fork").Pool(procs) as workers:
-        results = workers.map(_process, [(url, model, bodies, n, stop_at) for n in per])
+        results = workers.map(_process, [(url, path, bodies, n, stop_at) for n in per])
     latencies = np.array([x for r in results for x in r[0]])
     failures = [f for r in results for f in r[1]]
     done = len(latencies)
     return {
-        "model": model, "texts_per_request": texts, "concurrency": concurrency, "requests": done,
+        "model": model, "route": route, "texts_per_request": texts, "concurrency": concurrency, "requests": done,
         "failed": len(failures), "first_failure": failures[0] if failures else None,
         "requests_per_s": round(done / duration_s, 1), "texts_per_s": round(done * texts / duration_s, 1),
         "p50_ms": round(float(np.percentile(latencies, 50)) * 1e3, 3) if done else None,
@@ -97,10 +103,15 @@ def main() -> None:
     p.add_argument("--concurrency", type=int_list, default=(1,))
     p.add_argument("--duration-s", type=float, default=6.0)
     p.add_argument("--processes", type=int, default=8)
+    p.add_argument(
+        "--route", choices=("kserve", "openai"), default="kserve", help="openai: the gateway's /v1/embeddings"
+    )
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     for c in args.concurrency:
-        log.info("%s", json.dumps(run(args.url, args.model, args.texts, c, args.duration_s, args.processes)))
+        log.info(
+            "%s", json.dumps(run(args.url, args.model, args.texts, c, args.duration_s, args.processes, args.route))
+        )
 
 
 if __name__ == "__main__":
