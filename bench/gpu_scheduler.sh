@@ -6,7 +6,8 @@
 # into build/backend-<name>.
 # compare: per variant, bench.served over gRPC (the corpus, 1 and 32 texts a request; bert 128 tokens), HTTP with
 # JSON outputs (bench.http_json), GPU utilisation sampled during 32-text gRPC load, and the server's busiest
-# threads under one-text load. VARIANTS: label:library:instances:deadline_us, space-separated.
+# threads under one-text load. VARIANTS: label:library:instances:deadline_us[:settings], space-separated; settings:
+# NAME=VALUE pairs joined by '+' exported for that variant (CASES, or the launcher's BERTSERVE_SERVE_*).
 source bench/gpu_venv.sh
 repo=build/gpu-repository
 CASES="${CASES:-embed-corpus@1/16/64/128/256,embed-corpus-b32@1/4/8/16/32,bert-128@64/256}"
@@ -95,11 +96,14 @@ PY
 }
 
 compare() {
-  local v label lib instances deadline
+  local v label lib instances deadline settings
   for v in $VARIANTS; do
-    IFS=: read -r label lib instances deadline <<<"$v"
-    echo "== variant $label $(date +%T): $(configure "$instances" "$deadline")"
-    one "$label" "$lib"
+    IFS=: read -r label lib instances deadline settings <<<"$v"
+    echo "== variant $label $(date +%T): $(configure "$instances" "$deadline") ${settings:-}"
+    (
+      [ -z "${settings:-}" ] || export ${settings//+/ }
+      one "$label" "$lib"
+    )
   done
   grep -h "costs measured\|buckets captured" /tmp/busy-*.log | tail -4
 }

@@ -205,6 +205,7 @@ def command(
         "--allow-metrics=true",
         "--metrics-config=summary_latencies=true",
         f"--log-verbose={cfg.log_verbose}",
+        *frontends(cfg),
         *connection_age(cfg),
         *restricted(cfg, admin_key),
         *tls(cfg),
@@ -219,6 +220,16 @@ def host_only(target: str) -> list[str]:
     if target == "cuda":
         return []
     return ["--allow-gpu-metrics=false", "--pinned-memory-pool-byte-size=0"]
+
+
+def frontends(cfg: ServeConfig, cpus: int | None = None) -> list[str]:
+    """The HTTP frontend's threads and the gRPC frontend's pool of request/response objects, from the CPUs the
+    server may use unless configured: tritonserver's fixed defaults (8 and 8) leave a 16-core host's HTTP clients
+    waiting on 8 threads and make every gRPC request beyond the 8th in flight allocate."""
+    cpus = cpus or len(os.sched_getaffinity(0))
+    threads = cfg.http_threads or min(16, max(2, cpus))
+    pool = cfg.grpc_allocation_pool or 16 * cpus
+    return [f"--http-thread-count={threads}", f"--grpc-infer-allocation-pool-size={pool}"]
 
 
 def connection_age(cfg: ServeConfig) -> list[str]:

@@ -79,6 +79,28 @@ def test_command_binds_loopback_and_enables_summaries(repo, backends):
     assert "--model-control-mode=explicit" in cmd
 
 
+@pytest.mark.parametrize(
+    ("cpus", "argv", "threads", "pool"),
+    [
+        (2, [], 2, 32),
+        (16, [], 16, 256),
+        (64, [], 16, 1024),
+        (16, ["--http-threads", "4", "--grpc-allocation-pool", "9"], 4, 9),
+    ],
+)
+def test_the_frontends_are_sized_from_the_cpus_unless_configured(repo, cpus, argv, threads, pool):
+    cfg = parse_args(["--repository", str(repo), *argv])
+    assert server.frontends(cfg, cpus) == [
+        f"--http-thread-count={threads}",
+        f"--grpc-infer-allocation-pool-size={pool}",
+    ]
+
+
+def test_negative_frontend_sizes_are_refused(repo):
+    with pytest.raises(SystemExit):
+        parse_args(["--repository", str(repo), "--http-threads", "-1"])
+
+
 @pytest.mark.parametrize(("target", "parallel"), [("cpu", "false"), ("cuda", "true"), (None, "false")])
 def test_the_tokenizer_runs_in_parallel_only_beside_a_cuda_bert(repo, monkeypatch, target, parallel):
     from serving.launcher.server import locate
