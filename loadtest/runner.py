@@ -18,7 +18,6 @@ from loadtest import EXIT_BREACHED, EXIT_COULD_NOT_RUN, EXIT_MET, CouldNotRunErr
 from loadtest.client import TritonClient
 from loadtest.config import LoadTestConfig
 from loadtest.metrics import LoadTestMetrics
-from loadtest.openai_client import OpenAIClient
 from loadtest.payload import Payload, build_pool, token_summary
 from loadtest.report import console_table, write_csv, write_json, write_plot
 from loadtest.schedule import run_closed, run_open
@@ -147,7 +146,11 @@ class Runner:
 
 
 async def _run(config: LoadTestConfig) -> tuple[list[Payload], list[StepResult], SearchResult | None]:
-    kind = OpenAIClient if config.protocol == "openai" else TritonClient
+    kind: type = TritonClient
+    if config.protocol == "openai":  # imported only here: gRPC and KServe HTTP runs need no aiohttp
+        from loadtest.openai_client import OpenAIClient
+
+        kind = OpenAIClient
     client = kind(config.url, config.protocol, config.model, config.request_timeout_s)
     metrics = LoadTestMetrics(config.model, config.mode)
     try:
