@@ -5,7 +5,7 @@
 #   bash bench/gpu_native.sh bert     # bench.backends: bert native vs its Python twin, in-process reference
 #   bash bench/gpu_native.sh embed    # bench.served on embed (the corpus, 32 and 1 texts a request), both backends
 # Stages run in the order given; a later call on the same machine reuses what `prepare` left in /tmp and build/.
-# Carries .whl and .gpu (`bash bench/gpu_bundle.sh`). Knobs (env): INSTANCES (2), ROUNDS (2), CONCURRENCY,
+# Carries .whl and .gpu (`bash bench/gpu_bundle.sh`). Knobs (env): INSTANCES (1), ROUNDS (2), CONCURRENCY,
 # EXPORT_ARGS.
 source bench/gpu_venv.sh
 repo=build/gpu-repository
@@ -37,7 +37,7 @@ prepare() {
     "$(grep -o 'CUDA: .*' "$out/backend-build.log")" | tee -a "$out/gpu.txt"
   start=$(date +%s)
   PYTHONPATH=/tmp/export-site timeout "${EXPORT_TIMEOUT_S:-330}" python3 -m export --execution-env "$venv" \
-    --model bert-base --target cuda --precision fp16 --max-batch 128 --max-seq 128 --instances "${INSTANCES:-2}" \
+    --model bert-base --target cuda --precision fp16 --max-batch 128 --max-seq 128 --instances "${INSTANCES:-1}" \
     --max-queue-delay-us 0 --encoder-backend native --skip onnx,torchscript --output "$repo" ${EXPORT_ARGS:-} \
     >"$out/export.log" 2>&1
   tail -8 "$out/export.log"

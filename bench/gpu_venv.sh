@@ -2,7 +2,8 @@
 # whose site-packages are the machine's own (linked) minus numpy and what needs numpy 2 (scipy, scikit-learn,
 # pandas: transformers imports scikit-learn when it finds it), plus what `bash bench/gpu_bundle.sh` carries:
 #   .whl/*.whl             numpy 1.26 (numpy 2 corrupts tensors in the backend stub), tritonclient, python-rapidjson,
-#                          hdrhistogram, pbr, torchao, nlohmann-json (the native backend's JSON headers)
+#                          hdrhistogram, pbr, nlohmann-json (the native backend's JSON headers), and the gateway's
+#                          orjson, starlette, uvicorn, pydantic and what they need
 #   .gpu/site.tar.xz       pytriton's tritonserver (bin, Python backend, the 3.12 stub, its libraries) and the
 #                          packaged MiniLM tokenizer files (bert-base uses its vocabulary; no weights)
 #   .gpu/perf_analyzer.xz  perf_analyzer from the tritonclient 2.41.0 wheel

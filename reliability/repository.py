@@ -47,6 +47,11 @@ def rewrite_config(model_dir: Path, policy: QueuePolicy) -> None:
     else:
         config.setdefault("dynamic_batching", {})["default_queue_policy"] = queue_policy(policy)
     replace_file(model_dir / "config.pbtxt", render(config).encode())
+    record_config(model_dir)
+
+
+def record_config(model_dir: Path) -> None:
+    """Record the model's edited config.pbtxt in its manifest: the launcher loads no model whose files differ."""
     manifest = json.loads((model_dir / MANIFEST).read_text())
     path = model_dir / "config.pbtxt"
     manifest["files"]["config.pbtxt"] = {"sha256": sha256(path), "bytes": path.stat().st_size}

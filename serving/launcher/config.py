@@ -44,11 +44,9 @@ class ServeConfig:
         "reach new replicas (0: never, tritonserver's default)",
     )
     grpc_max_connection_age_grace_s: int = option(30, "how long calls in flight on an aged connection may still take")
-    http_threads: int = option(0, "tritonserver's HTTP threads (0: one per usable CPU, 2 to 16; tritonserver's own: 8)")
+    http_threads: int = option(0, "tritonserver's HTTP threads (0: tritonserver's own, 8)")
     grpc_allocation_pool: int = option(
-        0,
-        "inference request/response objects tritonserver's gRPC frontend keeps for reuse (0: 16 per usable CPU; "
-        "tritonserver's own: 8): in-flight requests beyond it allocate",
+        0, "inference request/response objects tritonserver's gRPC frontend keeps for reuse (0: tritonserver's own, 8)"
     )
     log_verbose: int = option(0, "tritonserver's --log-verbose level")
     admin_header: str = option(
@@ -78,7 +76,7 @@ class ServeConfig:
         if self.grpc_ssl_mutual and not self.grpc_root_cert:
             raise ValueError("mutual TLS needs --grpc-root-cert (the CA that signs client certificates)")
         if self.http_threads < 0 or self.grpc_allocation_pool < 0:
-            raise ValueError("http_threads and grpc_allocation_pool must be 0 (derived from the CPUs) or more")
+            raise ValueError("http_threads and grpc_allocation_pool must be 0 (tritonserver's own) or more")
         if self.grpc_max_connection_age_s < 0 or self.grpc_max_connection_age_grace_s < 0:
             raise ValueError("gRPC connection age and grace must be 0 or more seconds")
         for path in (self.grpc_server_cert, self.grpc_server_key, self.grpc_root_cert):

@@ -79,21 +79,10 @@ def test_command_binds_loopback_and_enables_summaries(repo, backends):
     assert "--model-control-mode=explicit" in cmd
 
 
-@pytest.mark.parametrize(
-    ("cpus", "argv", "threads", "pool"),
-    [
-        (2, [], 2, 32),
-        (16, [], 16, 256),
-        (64, [], 16, 1024),
-        (16, ["--http-threads", "4", "--grpc-allocation-pool", "9"], 4, 9),
-    ],
-)
-def test_the_frontends_are_sized_from_the_cpus_unless_configured(repo, cpus, argv, threads, pool):
-    cfg = parse_args(["--repository", str(repo), *argv])
-    assert server.frontends(cfg, cpus) == [
-        f"--http-thread-count={threads}",
-        f"--grpc-infer-allocation-pool-size={pool}",
-    ]
+def test_the_frontends_keep_tritonservers_sizes_unless_configured(repo):
+    assert server.frontends(parse_args(["--repository", str(repo)])) == []
+    cfg = parse_args(["--repository", str(repo), "--http-threads", "4", "--grpc-allocation-pool", "64"])
+    assert server.frontends(cfg) == ["--http-thread-count=4", "--grpc-infer-allocation-pool-size=64"]
 
 
 def test_negative_frontend_sizes_are_refused(repo):
