@@ -50,6 +50,16 @@ def rewrite_config(model_dir: Path, policy: QueuePolicy) -> None:
     record_config(model_dir)
 
 
+def set_parameter(model_dir: Path, key: str, value: str) -> None:
+    """One of the model's config parameters set (e.g. the native queue's `queue_order`), recorded in its manifest."""
+    config = json_format.MessageToDict(
+        parse((model_dir / "config.pbtxt").read_text()), preserving_proto_field_name=True
+    )
+    config.setdefault("parameters", {})[key] = {"string_value": value}
+    replace_file(model_dir / "config.pbtxt", render(config).encode())
+    record_config(model_dir)
+
+
 def record_config(model_dir: Path) -> None:
     """Record the model's edited config.pbtxt in its manifest: the launcher loads no model whose files differ."""
     manifest = json.loads((model_dir / MANIFEST).read_text())

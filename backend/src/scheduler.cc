@@ -23,7 +23,10 @@ double Seconds(uint64_t from_ns, uint64_t to_ns) { return to_ns > from_ns ? stat
 }  // namespace
 
 Scheduler::Scheduler(const ModelSettings& settings, Metrics& metrics)
-    : settings_(settings), metrics_(metrics), length_buckets_(LengthBuckets(settings.max_seq)) {}
+    : settings_(settings),
+      metrics_(metrics),
+      length_buckets_(LengthBuckets(settings.max_seq)),
+      queue_(settings.queue_by_arrival) {}
 
 void Scheduler::AddLane(const CostModel& costs) {
   std::lock_guard<std::mutex> lock(mutex_);

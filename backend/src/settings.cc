@@ -161,6 +161,11 @@ ModelSettings ReadSettings(const std::string& name, const fs::path& dir, const s
   if (s.threads == 0) s.threads = UsableCpus();
   s.deadline_us = static_cast<uint64_t>(IntParameter(config, name, "deadline_us", kDeadlineUs, 1));
   s.max_batch_tokens = IntParameter(config, name, "max_batch_tokens", s.max_batch * s.max_seq, s.max_seq);
+  const std::string order = Parameter(config, "queue_order", "deadline");
+  if (order != "deadline" && order != "arrival") {
+    throw Invalid(name + ": parameter queue_order must be \"deadline\" or \"arrival\", got \"" + order + "\"");
+  }
+  s.queue_by_arrival = order == "arrival";
   if (auto warmup = config.find("model_warmup"); warmup != config.end() && warmup->is_array()) {
     for (const json& sample : *warmup) {
       const int64_t batch = sample.value("batch_size", int64_t{1}), count = sample.value("count", int64_t{1});

@@ -25,6 +25,7 @@ struct ModelSettings {
   // one batch may hold.
   uint64_t deadline_us = 0;
   int64_t max_batch_tokens = 0;
+  bool queue_by_arrival = false;  // `queue_order`: "deadline" (earliest first, the default) or "arrival"
   // The requests Triton sends each instance to warm it up (model_warmup: batch_size x count per sample).
   int64_t warmup_requests = 0;
 };

@@ -13,7 +13,7 @@ constexpr size_t kFillWindow = 256;
 Admission WorkQueue::Offer(const Job& job, uint64_t now_ns) {
   double ahead = inflight_s_;
   for (const auto& [key, queued] : jobs_) {
-    if (key.first > job.deadline_ns) break;  // due later: this job goes first
+    if (!by_arrival_ && key.first > job.deadline_ns) break;  // due later: this job goes first
     ahead += queued.work_s;
   }
   Admission a;
@@ -22,7 +22,8 @@ Admission WorkQueue::Offer(const Job& job, uint64_t now_ns) {
   const double allowed_s = job.deadline_ns > now_ns ? static_cast<double>(job.deadline_ns - now_ns) * 1e-9 : 0.0;
   a.admitted = ahead <= 0.0 || a.predicted_s <= allowed_s;
   if (a.admitted) {
-    jobs_.emplace(std::make_pair(job.deadline_ns, order_++), job);
+    const uint64_t order = order_++;
+    jobs_.emplace(std::make_pair(by_arrival_ ? order : job.deadline_ns, order), job);
     queued_s_ += job.work_s;
     rows_ += job.rows, tokens_ += job.tokens;
   }

@@ -2,7 +2,7 @@
 // Scheduler holds the lock), no Triton types: a request is a Job, known to its owner by `id`.
 //
 // Admission: a request is admitted when its predicted completion meets its deadline: the work queued ahead of it
-// (earliest deadline first, so only work due no later than it) and the work in flight, shared among the lanes,
+// (earliest deadline first, so only work due no later than it; by arrival, all of it) and the work in flight, shared among the lanes,
 // plus its own forward. With nothing ahead of it a request is always admitted: no other order would serve it
 // sooner. Batches are taken earliest deadline first, bounded by rows and by padded tokens; a request whose own
 // deadline (`hard`: the client's timeout) has passed is handed back as expired instead.
@@ -34,6 +34,10 @@ struct Admission {
 
 class WorkQueue {
  public:
+  // `by_arrival`: first come, first served instead of earliest deadline first (every queued job is ahead of a
+  // new one); kept to measure the two orders against each other.
+  explicit WorkQueue(bool by_arrival = false) : by_arrival_(by_arrival) {}
+
   // Admits (queues) the job or refuses it; `now_ns` on the deadline's clock.
   Admission Offer(const Job& job, uint64_t now_ns);
 
@@ -56,7 +60,8 @@ class WorkQueue {
   double backlog_s() const { return (queued_s_ + inflight_s_) / lanes_; }
 
  private:
-  std::map<std::pair<uint64_t, uint64_t>, Job> jobs_;  // (deadline, arrival order) -> job
+  std::map<std::pair<uint64_t, uint64_t>, Job> jobs_;  // (deadline, or arrival order; arrival order) -> job
+  bool by_arrival_ = false;
   uint64_t order_ = 0;
   double queued_s_ = 0.0, inflight_s_ = 0.0;
   int64_t rows_ = 0, tokens_ = 0;  // queued

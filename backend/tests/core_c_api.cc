@@ -194,8 +194,8 @@ __attribute__((visibility("default"))) int64_t bertserve_pretokenize(const char*
 }
 
 // The scheduler's queue (work_queue.h) behind an opaque handle.
-__attribute__((visibility("default"))) void* bertserve_queue_new(int lanes) {
-  auto* q = new WorkQueue();
+__attribute__((visibility("default"))) void* bertserve_queue_new(int lanes, int by_arrival) {
+  auto* q = new WorkQueue(by_arrival != 0);
   q->set_lanes(lanes);
   return q;
 }

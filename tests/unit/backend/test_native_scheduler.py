@@ -13,9 +13,9 @@ MS = 1_000_000  # nanoseconds
 
 
 class Queue:
-    def __init__(self, lib: ctypes.CDLL, lanes: int = 1) -> None:
+    def __init__(self, lib: ctypes.CDLL, lanes: int = 1, by_arrival: bool = False) -> None:
         self.lib = lib
-        self.handle = lib.bertserve_queue_new(lanes)
+        self.handle = lib.bertserve_queue_new(lanes, int(by_arrival))
 
     def offer(self, id_, deadline_ms, work_ms, own_ms=None, rows=1, tokens=16, hard=False, now_ms=0.0):
         ahead = ctypes.c_double()
@@ -45,6 +45,7 @@ class Queue:
 def lib():
     lib = native_core.load()
     lib.bertserve_queue_new.restype = ctypes.c_void_p
+    lib.bertserve_queue_new.argtypes = [ctypes.c_int, ctypes.c_int]
     lib.bertserve_queue_free.argtypes = [ctypes.c_void_p]
     lib.bertserve_queue_offer.argtypes = [
         ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
@@ -128,3 +129,14 @@ def test_the_cost_model_is_linear_in_tokens_and_follows_what_batches_take(lib):
     assert lib.bertserve_cost_fit_forward(2e-3, 12e-3, 32, 128, 200, 3.0, 4, 32) == pytest.approx(
         3 * expected, rel=0.02
     )
+
+
+def test_by_arrival_every_queued_request_is_ahead_and_batches_keep_their_order(lib):
+    edf, fifo = Queue(lib), Queue(lib, by_arrival=True)
+    for q in (edf, fifo):
+        assert q.offer(1, deadline_ms=60_000, work_ms=6, rows=8)[0]  # a bulk request with a long timeout
+    # An interactive request behind it: earliest deadline first it goes ahead; by arrival it waits for the bulk.
+    assert edf.offer(2, deadline_ms=10, work_ms=1) == (True, 0.0)
+    assert fifo.offer(2, deadline_ms=10, work_ms=1) == (True, pytest.approx(6.0))
+    assert edf.take(max_rows=8)[0] == [2]
+    assert fifo.take(max_rows=8)[0] == [1]
