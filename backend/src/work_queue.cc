@@ -1,6 +1,7 @@
 #include "work_queue.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace bertserve {
 namespace {
@@ -34,10 +35,20 @@ WorkQueue::Taken WorkQueue::Take(uint64_t now_ns, int64_t max_rows, int64_t max_
   Taken t;
   int64_t rows = 0, tokens = 0;
   size_t looked = 0;
+  double own_s = 0.0;                   // the batch's forward, at least: its longest job's alone, or its work
+  uint64_t due_ns = UINT64_MAX;         // its earliest deadline
+  auto seconds_to = [now_ns](uint64_t t_ns) { return t_ns > now_ns ? static_cast<double>(t_ns - now_ns) * 1e-9 : 0.0; };
   for (auto it = jobs_.begin(); it != jobs_.end() && looked < kFillWindow;) {
     const Job& job = it->second;
     const bool late = job.hard && now_ns > job.deadline_ns;
-    const bool fits = t.batch.empty() || (rows + job.rows <= max_rows && tokens + job.tokens <= max_tokens);
+    bool fits = t.batch.empty() || (rows + job.rows <= max_rows && tokens + job.tokens <= max_tokens);
+    if (fits && !t.batch.empty()) {
+      // Filling must not make the batch miss a deadline it would meet: bulk work with a long deadline does not
+      // ride along with an interactive request when the batch would then finish past the request's deadline.
+      const double with_s = std::max({own_s, job.own_s, t.work_s + job.work_s});
+      const bool meets_now = own_s <= seconds_to(due_ns);
+      fits = !meets_now || with_s <= seconds_to(std::min(due_ns, job.deadline_ns));
+    }
     if (!late && !fits) {
       ++it, ++looked;
       if (rows >= max_rows) break;
@@ -51,6 +62,8 @@ WorkQueue::Taken WorkQueue::Take(uint64_t now_ns, int64_t max_rows, int64_t max_
       rows += job.rows, tokens += job.tokens;
       inflight_s_ += job.work_s;
       t.work_s += job.work_s;
+      own_s = std::max({own_s, job.own_s, t.work_s});
+      due_ns = std::min(due_ns, job.deadline_ns);
       t.batch.push_back(job);
     }
     it = jobs_.erase(it);

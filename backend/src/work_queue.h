@@ -4,8 +4,9 @@
 // Admission: a request is admitted when its predicted completion meets its deadline: the work queued ahead of it
 // (earliest deadline first, so only work due no later than it; by arrival, all of it) and the work in flight, shared among the lanes,
 // plus its own forward. With nothing ahead of it a request is always admitted: no other order would serve it
-// sooner. Batches are taken earliest deadline first, bounded by rows and by padded tokens; a request whose own
-// deadline (`hard`: the client's timeout) has passed is handed back as expired instead.
+// sooner. Batches are taken earliest deadline first, bounded by rows and by padded tokens, and filled only with
+// jobs that keep the batch inside the earliest deadline it can still meet; a request whose own deadline (`hard`:
+// the client's timeout) has passed is handed back as expired instead.
 #pragma once
 
 #include <cstddef>

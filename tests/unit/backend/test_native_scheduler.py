@@ -140,3 +140,22 @@ def test_by_arrival_every_queued_request_is_ahead_and_batches_keep_their_order(l
     assert fifo.offer(2, deadline_ms=10, work_ms=1) == (True, pytest.approx(6.0))
     assert edf.take(max_rows=8)[0] == [2]
     assert fifo.take(max_rows=8)[0] == [1]
+
+
+def test_bulk_work_does_not_ride_along_past_an_interactive_deadline(lib):
+    q = Queue(lib)
+    assert q.offer(1, deadline_ms=60_000, work_ms=20, rows=16)[0]  # bulk: a 20 ms forward, a minute to wait
+    assert q.offer(2, deadline_ms=10, work_ms=1)[0]  # interactive: 1 ms alone, due in 10 ms
+    assert q.take()[0] == [2]  # together they would take 21 ms, past the interactive deadline
+    assert q.take()[0] == [1]
+    q.done(21)
+    assert q.offer(3, deadline_ms=60_000, work_ms=5, rows=4)[0]
+    assert q.offer(4, deadline_ms=10, work_ms=1)[0]
+    assert q.take()[0] == [4, 3]  # 6 ms together: inside it, so the batch fills
+
+
+def test_a_batch_that_misses_its_deadline_anyway_is_filled(lib):
+    q = Queue(lib)
+    assert q.offer(1, deadline_ms=60_000, work_ms=20, rows=16)[0]
+    assert q.offer(2, deadline_ms=10, work_ms=1)[0]
+    assert q.take(now_ms=9.5)[0] == [2, 1]  # 0.5 ms left for a 1 ms forward: holding the bulk back saves nothing
