@@ -215,8 +215,8 @@ void InstanceState::Prepare(std::unique_ptr<Pending> p) noexcept {
     p->error = Internal(std::string("tokenizing failed: ") + e.what());
   }
   if (p->error) {
-    scheduler.Abandon();
     p->Fail(*p->error, instance_, s, model_->metrics());
+    scheduler.Abandon();  // after the answer: once no request is being prepared, a draining instance may go
     return;
   }
   scheduler.Submit(std::move(p), instance_);
@@ -398,17 +398,22 @@ void InstanceState::Complete() {
     last_landed_ns_ = f->landed_ns;
     scheduler.costs().Observe(f->predicted_s, Seconds(began, f->landed_ns));
     scheduler.Done(f->work_s);
-    bool idle = false, alone = false;
+    bool idle = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       idle = --in_flight_ == 0;
-      alone = flights_.empty();
       if (idle) take_after_ns_ = 0;  // the device is free: a waiting feeder takes what is queued now
     }
     changed_.notify_all();
     if (idle) scheduler.WakeAll();
-    // A small batch with nothing behind it is answered here, without a hop to an answer thread.
-    if (alone && f->rows <= kInlineAnswerRows) {
+    // A small batch with nothing on the device and nothing waiting is answered here, without a hop to an answer
+    // thread: no other batch's landing (and its timing, which corrects the cost model) waits behind it.
+    bool answer_here = idle && f->rows <= kInlineAnswerRows && scheduler.Idle();
+    if (answer_here) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      answer_here = in_flight_ == 0;
+    }
+    if (answer_here) {
       Respond(*f, 0, f->batch.size());
       Close(*f);
     } else {

@@ -105,29 +105,34 @@ void Scheduler::Submit(std::unique_ptr<Pending> p, TRITONBACKEND_ModelInstance* 
         for (const auto& [_, w] : wakers_) wake.push_back(w);
         if (!wake.empty()) ++waking_;
         Publish();
+        --preparing_;  // a refused request ends its preparation once answered: its instance may be draining
+        counted = true;
       }
-      --preparing_;
-      counted = true;
     }
     if (a.admitted) {
       if (wake_taker) ready_.notify_all();
       if (!wake.empty()) {
-        for (auto& w : wake) w();
+        try {
+          for (auto& w : wake) w();
+        } catch (const std::exception& e) {  // e.g. no memory to post a task: the next admission wakes it
+          BERTSERVE_LOG(ERROR, name + ": waking an instance failed: " + e.what());
+        }
         std::lock_guard<std::mutex> lock(mutex_);
         if (--waking_ == 0) woken_.notify_all();
       }
       return;
     }
-    ready_.notify_all();  // a draining instance may wait for the last preparation
     Refuse(*p, Unavailable("queue_full", name + " is overloaded: " + Ms(a.ahead_s) + " of work is queued ahead of " +
                                              "this request, which would complete in " + Ms(a.predicted_s) +
                                              ", past its deadline of " + Ms(Seconds(p->arrived_ns, job.deadline_ns)) +
                                              "; retry later"),
            instance);
+    counted = true;
+    Abandon();  // a draining instance may wait for the last preparation
   } catch (const std::exception& e) {
-    if (!counted) Abandon();
     BERTSERVE_LOG(ERROR, name + ": admission failed: " + e.what());
-    if (p != nullptr) Refuse(*p, Internal(e.what()), instance);
+    if (p != nullptr && !p->released) Refuse(*p, Internal(e.what()), instance);
+    if (!counted) Abandon();
   }
 }
 

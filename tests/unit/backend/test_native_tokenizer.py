@@ -214,13 +214,15 @@ def test_tokenizing_stops_at_the_budget(native):
 
     def fastest_s(texts: list[bytes]) -> float:
         times = []
-        for _ in range(3):
+        for _ in range(5):
             start = time.perf_counter()
             native.encode(texts, MAX_SEQ)
             times.append(time.perf_counter() - start)
         return min(times)
 
-    assert fastest_s(words) < 4 * fastest_s([w[:2048] for w in words])
+    # Unbounded, the whole texts cost 32 times their first 2 KiB; bounded, about the same. The margin is for a busy
+    # machine (a 0.1 s run is preempted more often than a 0.01 s one), not for the tokenizer.
+    assert fastest_s(words) < 12 * fastest_s([w[:2048] for w in words])
 
 
 def test_an_unsupported_tokenizer_is_refused_with_its_reason(core, tokenizer_json, tmp_path):
