@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <future>
 
+#include "fault.h"
 #include "triton_util.h"
 
 namespace bertserve {
@@ -129,14 +130,28 @@ InstanceState::~InstanceState() {
 void InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count) noexcept {
   const ModelSettings& s = model_->settings();
   const uint64_t now = NowNs();
-  uint32_t handed = 0;  // requests before this one are answered or handed on
+  uint32_t handed = 0;  // requests before this one belong to a Pending (answered, handed on, or held by `p`)
+  std::unique_ptr<Pending> p;
+  // What an exception leaves: the request `p` holds and those no Pending holds yet, each answered here.
+  auto answer_rest = [&](const char* what) noexcept {
+    if (p != nullptr && !p->released) p->Fail(Internal(what), instance_, s, model_->metrics());
+    for (uint32_t i = handed; i < count; ++i) {
+      TRITONBACKEND_Response* response = nullptr;
+      if (TRITONBACKEND_ResponseNew(&response, requests[i]) == nullptr) {
+        ErrorPtr error(TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, what));
+        ErrorPtr(TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, error.get()));
+      }
+      ErrorPtr(TRITONBACKEND_RequestRelease(requests[i], TRITONSERVER_REQUEST_RELEASE_ALL));
+    }
+  };
   try {
-    for (; handed < count; ++handed) {
-      auto p = std::make_unique<Pending>();
-      p->request = requests[handed];
+    while (handed < count) {
+      p = std::make_unique<Pending>();
+      p->request = requests[handed++];  // p answers for it from here, even when an exception unwinds it
       p->arrived_ns = now;
       p->Read(s);
       if (warmup_left_ > 0) p->warmup = warmup_left_-- > 0;
+      fault::At(p->fault_point, "execute");
       if (p->error) {
         p->Fail(*p->error, instance_, s, model_->metrics());
         continue;
@@ -156,14 +171,9 @@ void InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count) no
     }
   } catch (const std::exception& e) {  // e.g. out of memory: answer what is left rather than take the server down
     BERTSERVE_LOG(ERROR, s.name + ": execute failed: " + e.what());
-    for (uint32_t i = handed; i < count; ++i) {
-      TRITONBACKEND_Response* response = nullptr;
-      if (TRITONBACKEND_ResponseNew(&response, requests[i]) == nullptr) {
-        ErrorPtr error(TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, e.what()));
-        ErrorPtr(TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, error.get()));
-      }
-      ErrorPtr(TRITONBACKEND_RequestRelease(requests[i], TRITONSERVER_REQUEST_RELEASE_ALL));
-    }
+    answer_rest(e.what());
+  } catch (...) {
+    answer_rest("execute failed");
   }
 }
 
@@ -260,7 +270,9 @@ void InstanceState::Close(Flight& f) noexcept {
   m.StageTime(Stage::kInfer, Seconds(f.launched_ns, f.landed_ns));
   m.StageTime(Stage::kRespond, Seconds(f.landed_ns, end));
   m.Batch(f.rows, f.collated.padding_ratio(), f.collated.real_tokens);
-  for (auto& p : f.batch) m.Request(Seconds(p->arrived_ns, end));
+  for (auto& p : f.batch) {
+    if (!p->warmup) m.Request(Seconds(p->arrived_ns, end));
+  }
 }
 
 void InstanceState::Answer(std::shared_ptr<Flight> f) {
@@ -306,7 +318,12 @@ void InstanceState::Feed() {
       changed_.wait(lock, [this] { return in_flight_ < kBatchesInFlight; });
     }
     auto f = std::make_unique<Flight>();
-    f->batch = scheduler.Take(instance_, /*block=*/true, stopping_, &f->work_s);
+    try {
+      f->batch = scheduler.Take(instance_, /*block=*/true, stopping_, &f->work_s);
+    } catch (const std::exception& e) {  // what it took is unwound: each request answers as it goes
+      BERTSERVE_LOG(ERROR, model_->settings().name + ": taking a batch failed: " + e.what());
+      continue;
+    }
     if (f->batch.empty()) {
       if (stopping_ && scheduler.Idle()) break;
       continue;  // what was taken had all expired
@@ -363,32 +380,53 @@ void InstanceState::Complete() {
   }
 }
 
-void InstanceState::Wake() {
+void InstanceState::Wake() noexcept {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (posted_) return;
     posted_ = true;
   }
-  pool_->Post([this] { ServeQueued(); });
+  PostServe();
 }
 
-void InstanceState::ServeQueued() {
+void InstanceState::PostServe() noexcept {
+  try {
+    pool_->Post([this] { ServeQueued(); });
+    return;
+  } catch (const std::exception& e) {
+    BERTSERVE_LOG(ERROR, model_->settings().name + ": cannot post a batch: " + e.what());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    posted_ = false;
+  }
+  changed_.notify_all();
+}
+
+void InstanceState::ServeQueued() noexcept {
   Scheduler& scheduler = model_->scheduler();
   Flight f;
-  f.batch = scheduler.Take(instance_, /*block=*/false, stopping_, &f.work_s);
-  if (!f.batch.empty()) {
-    f.taken_ns = NowNs();
-    try {
+  bool taken = false, done = false;
+  try {
+    f.batch = scheduler.Take(instance_, /*block=*/false, stopping_, &f.work_s);
+    taken = true;
+    if (!f.batch.empty()) {
+      f.taken_ns = NowNs();
+      fault::At(f.batch.front()->fault_point, "serve");
       Launch(f);
       Land(f);
       scheduler.costs().Observe(f.predicted_s, Seconds(f.launched_ns, f.landed_ns));
       scheduler.Done(f.work_s);
+      done = true;
       Respond(f, 0, f.batch.size());
       Close(f);
-    } catch (const std::exception& e) {
-      scheduler.Done(f.work_s);
-      Fail(f, e.what());
     }
+  } catch (const std::exception& e) {
+    if (taken && !done) scheduler.Done(f.work_s);
+    Fail(f, e.what());
+  } catch (...) {
+    if (taken && !done) scheduler.Done(f.work_s);
+    Fail(f, "unknown exception");
   }
   bool again = false;
   {
@@ -398,7 +436,7 @@ void InstanceState::ServeQueued() {
   }
   // The next batch goes to the back of the pool's queue: models and instances take turns.
   if (again) {
-    pool_->Post([this] { ServeQueued(); });
+    PostServe();
   } else {
     changed_.notify_all();
   }

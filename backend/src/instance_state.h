@@ -57,8 +57,9 @@ class InstanceState {
   void Fail(Flight& f, const std::string& what) noexcept;
   void Feed();        // CUDA: the feeder thread
   void Complete();    // CUDA: the completion thread
-  void Wake();        // CPU: posts ServeQueued unless one is posted
-  void ServeQueued();  // CPU: one batch on a compute pool thread
+  void Wake() noexcept;         // CPU: posts ServeQueued unless one is posted
+  void PostServe() noexcept;    // CPU: posts ServeQueued; where it cannot, clears posted_ (the next Wake tries again)
+  void ServeQueued() noexcept;  // CPU: one batch on a compute pool thread
 
   ModelState* model_;
   TRITONBACKEND_ModelInstance* instance_;
