@@ -21,6 +21,12 @@ std::unique_ptr<tokenizer::Tokenizer> LoadTokenizer(const ModelSettings& s) {
     if (static_cast<size_t>(s.max_seq) <= t->special_count()) {
       throw std::invalid_argument("max_seq leaves no room for text between the special tokens");
     }
+    // Every id the tokenizer can give must index the model's embedding table: ids are never checked again.
+    if (const auto [low, high] = t->id_range(); low < 0 || high >= s.vocab_size) {
+      throw std::invalid_argument(s.tokenizer.filename().string() + " gives ids from " + std::to_string(low) + " to " +
+                                  std::to_string(high) + "; the model's vocab_size is " +
+                                  std::to_string(s.vocab_size));
+    }
     BERTSERVE_LOG(INFO, s.name + ": native tokenizer from " + s.tokenizer.string());
     return t;
   } catch (const std::invalid_argument& e) {
