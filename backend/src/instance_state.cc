@@ -130,24 +130,13 @@ InstanceState::~InstanceState() {
 void InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count) noexcept {
   const ModelSettings& s = model_->settings();
   const uint64_t now = NowNs();
-  uint32_t handed = 0;  // requests before this one belong to a Pending (answered, handed on, or held by `p`)
-  std::unique_ptr<Pending> p;
-  // What an exception leaves: the request `p` holds and those no Pending holds yet, each answered here.
-  auto answer_rest = [&](const char* what) noexcept {
-    if (p != nullptr && !p->released) p->Fail(Internal(what), instance_, s, model_->metrics());
-    for (uint32_t i = handed; i < count; ++i) {
-      TRITONBACKEND_Response* response = nullptr;
-      if (TRITONBACKEND_ResponseNew(&response, requests[i]) == nullptr) {
-        ErrorPtr error(TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, what));
-        ErrorPtr(TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, error.get()));
-      }
-      ErrorPtr(TRITONBACKEND_RequestRelease(requests[i], TRITONSERVER_REQUEST_RELEASE_ALL));
-    }
-  };
-  try {
-    while (handed < count) {
+  for (uint32_t i = 0; i < count; ++i) {
+    std::unique_ptr<Pending> p;
+    bool held = false;  // a Pending holds requests[i]: it answers for it, even when an exception unwinds it
+    try {
       p = std::make_unique<Pending>();
-      p->request = requests[handed++];  // p answers for it from here, even when an exception unwinds it
+      p->request = requests[i];
+      held = true;
       p->arrived_ns = now;
       p->Read(s);
       if (warmup_left_ > 0) p->warmup = warmup_left_-- > 0;
@@ -161,19 +150,36 @@ void InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count) no
         Prepare(std::move(p));
         continue;
       }
-      auto held = std::make_shared<std::unique_ptr<Pending>>(std::move(p));
+      auto prepared = std::make_shared<std::unique_ptr<Pending>>(std::move(p));
       try {
-        model_->PreparePool().Post([this, held] { Prepare(std::move(*held)); });
+        model_->PreparePool().Post([this, prepared] { Prepare(std::move(*prepared)); });
       } catch (...) {
         model_->scheduler().Abandon();
         throw;
       }
+    } catch (const std::exception& e) {  // e.g. out of memory: this request fails alone, the server stays up
+      FailOne(requests[i], held ? p.get() : nullptr, held, e.what());
+    } catch (...) {
+      FailOne(requests[i], held ? p.get() : nullptr, held, "execute failed");
     }
-  } catch (const std::exception& e) {  // e.g. out of memory: answer what is left rather than take the server down
-    BERTSERVE_LOG(ERROR, s.name + ": execute failed: " + e.what());
-    answer_rest(e.what());
+  }
+}
+
+void InstanceState::FailOne(TRITONBACKEND_Request* request, Pending* p, bool held, const char* what) noexcept {
+  const ModelSettings& s = model_->settings();
+  try {
+    BERTSERVE_LOG(ERROR, s.name + ": execute failed: " + what);
   } catch (...) {
-    answer_rest("execute failed");
+  }
+  if (p != nullptr) {
+    p->Fail(Internal(what), instance_, s, model_->metrics());
+  } else if (!held) {  // no Pending took it: answered here
+    TRITONBACKEND_Response* response = nullptr;
+    if (TRITONBACKEND_ResponseNew(&response, request) == nullptr) {
+      ErrorPtr error(TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, what));
+      ErrorPtr(TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, error.get()));
+    }
+    ErrorPtr(TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL));
   }
 }
 
@@ -412,7 +418,7 @@ void InstanceState::ServeQueued() noexcept {
     taken = true;
     if (!f.batch.empty()) {
       f.taken_ns = NowNs();
-      fault::At(f.batch.front()->fault_point, "serve");
+      for (const auto& p : f.batch) fault::At(p->fault_point, "serve");
       Launch(f);
       Land(f);
       scheduler.costs().Observe(f.predicted_s, Seconds(f.launched_ns, f.landed_ns));

@@ -49,6 +49,9 @@ class InstanceState {
   InstanceState(ModelState* model, TRITONBACKEND_ModelInstance* instance, std::string device);
   CostModel MeasureCosts();
   void Prepare(std::unique_ptr<Pending> p) noexcept;  // tokenizes (text models) and submits
+  // Answers a request execute failed on: through `p` where a Pending still holds it; where none took it
+  // (`held` false), here; where one took it and moved on (`p` null, `held` true), its new owner answers.
+  void FailOne(TRITONBACKEND_Request* request, Pending* p, bool held, const char* what) noexcept;
   void Launch(Flight& f);         // collates and starts the passes (the batch stays in `f` if it throws)
   void Land(Flight& f);           // waits for the passes and scatters their rows
   void Respond(Flight& f, size_t begin, size_t end) noexcept;  // responses and statistics of batch[begin, end)
