@@ -73,9 +73,13 @@ std::unique_ptr<ModelState> ModelState::Create(TRITONBACKEND_Model* model) {
   size_t size = 0;
   Check(TRITONSERVER_MessageSerializeToJson(message, &json, &size), "model config JSON");
   auto settings = ReadSettings(name, location, std::string(json, size));
-  BERTSERVE_LOG(INFO, settings.name + ": " + settings.precision + " " + settings.runtime + " artifact " +
-                          settings.artifact.string() + " verified; " + std::to_string(settings.threads) +
-                          " intra-op threads per instance");
+  if (settings.tokenize_only()) {
+    BERTSERVE_LOG(INFO, settings.name + ": a tokenizer model; " + settings.tokenizer.string() + " verified");
+  } else {
+    BERTSERVE_LOG(INFO, settings.name + ": " + settings.precision + " " + settings.runtime + " artifact " +
+                            settings.artifact.string() + " verified; " + std::to_string(settings.threads) +
+                            " intra-op threads per instance");
+  }
   std::unique_ptr<ModelState> state(new ModelState(std::move(settings)));
   if (state->settings_.text()) state->tokenizer_ = LoadTokenizer(state->settings_);
   return state;

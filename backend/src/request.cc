@@ -17,6 +17,7 @@ constexpr const char* kText = "TEXT";
 constexpr const char* kTextOutput = "EMBEDDING";
 constexpr const char* kTruncatedOutput = "TRUNCATED";
 constexpr const char* kTokensOutput = "TOKENS";
+constexpr const char* kTruncatedFlag = "truncated";  // a tokenizer model's
 
 RequestError BadShape(const std::string& message) { return {"bad_shape", message}; }
 
@@ -226,6 +227,19 @@ RequestError OutputError(TRITONSERVER_Error* e) {
   return Internal("cannot write the output: " + message);
 }
 
+// A tokenizer model's outputs: the ids and mask [rows, longest], zero-padded, and whether each text was cut.
+TRITONSERVER_Error* WriteTokenized(TRITONBACKEND_Response* response, const Pending& p) {
+  const int64_t shape[2] = {p.batch.rows(), p.batch.seq()}, flag_shape[2] = {p.rows(), 1};
+  const uint64_t bytes = p.ids.size() * sizeof(int64_t);
+  TRITONSERVER_Error* e = WriteOutput(response, kIds, TRITONSERVER_TYPE_INT64, shape, p.ids.data(), bytes);
+  if (e == nullptr) e = WriteOutput(response, kMask, TRITONSERVER_TYPE_INT64, shape, p.mask.data(), bytes);
+  if (e == nullptr) {
+    e = WriteOutput(response, kTruncatedFlag, TRITONSERVER_TYPE_BOOL, flag_shape, p.truncated.data(),
+                    p.truncated.size());
+  }
+  return e;
+}
+
 TRITONSERVER_Error_Code CodeOf(const RequestError& e) {
   switch (e.kind) {
     case RequestError::Kind::kInternal:
@@ -330,7 +344,13 @@ void Pending::Respond(const ModelSettings& s, Metrics& metrics) noexcept {
   ErrorPtr status;
   try {
     fault::At(fault_point, "respond");
-    if (!error) {
+    if (!error && s.tokenize_only()) {
+      TRITONSERVER_Error* e = WriteTokenized(response, *this);
+      if (e != nullptr) {
+        ErrorPtr owned(e);
+        error = OutputError(e);
+      }
+    } else if (!error) {
       const int64_t shape[2] = {rows(), s.hidden};
       TRITONSERVER_Error* e = WriteOutput(response, s.text() ? kTextOutput : kOutput, TRITONSERVER_TYPE_FP32, shape,
                                           embedding.data(), embedding.size() * sizeof(float));

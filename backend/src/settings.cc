@@ -153,24 +153,27 @@ ModelSettings ReadSettings(const std::string& name, const fs::path& dir, const s
   s.max_seq = Field<int64_t>(manifest, "max_seq", where);
   s.vocab_size = Field<int64_t>(manifest, "vocab_size", where);
   s.hidden = Field<int64_t>(manifest, "hidden", where);
-  s.precision = Field<std::string>(manifest, "precision", where);
   s.runtime = Field<std::string>(manifest, "runtime", where);
-  if (s.runtime != "aoti" && s.runtime != "torchscript") {
+  s.precision = s.tokenize_only() ? "" : Field<std::string>(manifest, "precision", where);
+  if (s.runtime != "aoti" && s.runtime != "torchscript" && !s.tokenize_only()) {
     throw Invalid(name + ": runtime \"" + s.runtime + "\" has no native loader (aoti or torchscript); export it " +
                   "with --encoder-backend python");
   }
   if (s.max_batch < 1 || s.max_seq < 1 || s.vocab_size < 1 || s.hidden < 1) {
     throw Invalid(name + ": max_batch_size, max_seq, vocab_size and hidden must be positive");
   }
-  const json& artifacts = Field<json>(manifest, "artifacts", where);
-  const auto rel = Field<std::string>(Field<json>(artifacts, s.runtime.c_str(), where), "file", where);
-  Verify(name, dir, manifest, rel);
-  s.artifact = dir / rel;
+  if (!s.tokenize_only()) {
+    const json& artifacts = Field<json>(manifest, "artifacts", where);
+    const auto rel = Field<std::string>(Field<json>(artifacts, s.runtime.c_str(), where), "file", where);
+    Verify(name, dir, manifest, rel);
+    s.artifact = dir / rel;
+  }
   if (auto tokenizer = manifest.find("tokenizer"); tokenizer != manifest.end()) {
     const auto tokenizer_rel = Field<std::string>(manifest, "tokenizer", where);
     Verify(name, dir, manifest, tokenizer_rel);
     s.tokenizer = dir / tokenizer_rel;
   }
+  if (s.tokenize_only() && !s.text()) throw Invalid(name + ": a tokenizer model (runtime \"none\") needs a tokenizer");
   s.threads = static_cast<int>(IntParameter(config, name, "threads", 0, 0));
   if (s.threads == 0) s.threads = UsableCpus();
   s.deadline_us = static_cast<uint64_t>(IntParameter(config, name, "deadline_us", kDeadlineUs, 1));

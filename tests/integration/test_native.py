@@ -255,3 +255,37 @@ def test_a_deadline_past_a_day_is_refused_at_load(exported_repository, tmp_path)
     rewrite_config(repo / "bert", QueuePolicy(max_queue_size=1, timeout_us=10**17))
     error = _load_error(repo, tmp_path / "server.log", "bert")
     assert "parameter deadline_us must be at most 86400000000 (a day), got 100000000000000000" in error
+
+
+def test_the_tokenizer_model_keeps_its_contract(triton_server):
+    """The tokenizer model (native where the native tokenizer reproduces the checkpoint's) answers as the Python model
+    did: input_ids and attention_mask int64 [texts, longest], zero-padded on the right, truncated bool [texts, 1],
+    each as the checkpoint's own tokenizer (Hugging Face `tokenizers`) gives them."""
+    from tokenizers import Tokenizer
+
+    manifest = json.loads((triton_server.repository / "tokenizer" / "manifest.json").read_text())
+    oracle = Tokenizer.from_file(str(triton_server.repository / "tokenizer" / "1" / "tokenizer" / "tokenizer.json"))
+    oracle.no_padding()
+    oracle.enable_truncation(manifest["max_seq"])
+    lines = [line.encode() for line in CORPUS.read_text().splitlines() if line.strip()][:40]
+    client = grpcclient.InferenceServerClient(triton_server.grpc_url)
+    for texts in [lines[:1], lines[1:4], lines[4:36], [b"short", b"word " * 600, "caf\u00e9 \u4e16\u754c".encode()]]:
+        result = client.infer("tokenizer", _texts(texts))
+        ids, mask, cut = (result.as_numpy(n) for n in ("input_ids", "attention_mask", "truncated"))
+        encodings = oracle.encode_batch([t.decode() for t in texts])
+        width = max(len(e.ids) for e in encodings)
+        assert ids.dtype == mask.dtype == np.int64 and cut.dtype == np.bool_
+        assert ids.shape == mask.shape == (len(texts), width) and cut.shape == (len(texts), 1)
+        for row, e in enumerate(encodings):
+            n = len(e.ids)
+            assert ids[row, :n].tolist() == e.ids and not ids[row, n:].any(), texts[row][:40]
+            assert mask[row].tolist() == [1] * n + [0] * (width - n)
+            assert bool(cut[row, 0]) == bool(e.overflowing)
+
+
+def test_the_default_export_runs_no_python_model(exported_repository):
+    """Where the native tokenizer reproduces the checkpoint's, every model of the default export is native (or kept
+    only for stock Triton): tritonserver starts no Python stub."""
+    index = json.loads((exported_repository / "repository.json").read_text())
+    assert {m: s["backend"] for m, s in index["models"].items() if s["backend"] == "python"} == {}
+    assert not (exported_repository / "tokenizer" / "1" / "model.py").exists()
