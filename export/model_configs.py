@@ -129,6 +129,13 @@ def tokenizer_config(shape: ServingShape) -> dict[str, Any]:
     }
 
 
+def native_tokenizer_config(shape: ServingShape) -> dict[str, Any]:
+    """`tokenizer` in the native backend (its manifest's runtime is "none"): the Python model's inputs, outputs,
+    batching and warm-up, tokenized on Triton's instance thread with no stub process."""
+    config = tokenizer_config(shape)
+    return {**config, "backend": "bertserve", "parameters": _params(max_seq=str(shape.max_seq))}
+
+
 def bert_config(
     name: str, shape: ServingShape, precision: str, runtime: str, backend: str = "python", threads: int = 0
 ) -> dict[str, Any]:

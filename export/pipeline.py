@@ -284,15 +284,25 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
             },
         )
     ckpt.tokenizer.save_pretrained(str(writer.version_dir("tokenizer") / "tokenizer"))
-    writer.write_config("tokenizer", model_configs.tokenizer_config(shape))
-    writer.copy_model_code("tokenizer", "tokenizer.py")
-    writer.write_warmup("tokenizer", {"text": serialize_strings([WARMUP_TEXT])})
-    writer.write_manifest("tokenizer", {**common, "model": "tokenizer"})
     tokenizer_json = writer.version_dir("tokenizer") / "tokenizer" / "tokenizer.json"
     why = native_tokenizer.unsupported(json.loads(tokenizer_json.read_text()))
     if backends[served.precision] != native.NAME:
         why = "bert is not served by the native backend"
-    models = {"tokenizer": "python", **{names[v.precision]: backends[v.precision] for v in variants}}
+    writer.write_warmup("tokenizer", {"text": serialize_strings([WARMUP_TEXT])})
+    if why is None:  # the native backend tokenizes as the checkpoint does: no Python stub process
+        writer.write_config("tokenizer", model_configs.native_tokenizer_config(shape))
+        tokenizer_rel = "1/tokenizer/tokenizer.json"
+        writer.write_manifest(
+            "tokenizer", {**common, "model": "tokenizer", "runtime": "none", "tokenizer": tokenizer_rel}
+        )
+    else:
+        writer.write_config("tokenizer", model_configs.tokenizer_config(shape))
+        writer.copy_model_code("tokenizer", "tokenizer.py")
+        writer.write_manifest("tokenizer", {**common, "model": "tokenizer"})
+    models = {
+        "tokenizer": native.NAME if why is None else "python",
+        **{names[v.precision]: backends[v.precision] for v in variants},
+    }
     if why is None:
         _write_native_embed(writer, shape, served, common, tokenizer_json, cfg.threads)
         models["embed"] = native.NAME

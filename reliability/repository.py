@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from google.protobuf import json_format
 
 from export.model_configs import QueuePolicy, parse, queue_policy, render
+from export.repository import SERVING_MODELS, file_hashes
 from serving.launcher import native
-from serving.repository.manifest import MANIFEST, sha256
+from serving.repository.manifest import MANIFEST, REPOSITORY_INDEX, sha256
 
 SHEDDING_MODELS = ("bert",)  # the tokenizer takes no queue policy (export/model_configs.py)
 
@@ -66,6 +68,29 @@ def record_config(model_dir: Path) -> None:
     path = model_dir / "config.pbtxt"
     manifest["files"]["config.pbtxt"] = {"sha256": sha256(path), "bytes": path.stat().st_size}
     replace_file(model_dir / MANIFEST, json.dumps(manifest, indent=2).encode())
+
+
+def python_tokenizer_copy(src: Path, dst: Path) -> Path:
+    """A linked copy of src whose `tokenizer` runs in a Python-backend stub, as export writes it where the native
+    tokenizer cannot reproduce the checkpoint's: the stub-death runs need a stub to kill."""
+    linked_copy(src, dst)
+    model_dir = dst / "tokenizer"
+    config = json_format.MessageToDict(
+        parse((model_dir / "config.pbtxt").read_text()), preserving_proto_field_name=True
+    )
+    if config["backend"] == "python":
+        return dst
+    config["backend"] = "python"
+    config["parameters"]["EXECUTION_ENV_PATH"] = {"string_value": sys.prefix}
+    replace_file(model_dir / "config.pbtxt", render(config).encode())
+    shutil.copyfile(SERVING_MODELS / "tokenizer.py", model_dir / "1" / "model.py")
+    manifest = json.loads((model_dir / MANIFEST).read_text())
+    manifest = {k: v for k, v in manifest.items() if k not in ("runtime", "tokenizer")}
+    replace_file(model_dir / MANIFEST, json.dumps({**manifest, "files": file_hashes(model_dir)}, indent=2).encode())
+    index = json.loads((dst / REPOSITORY_INDEX).read_text())
+    index["models"]["tokenizer"]["backend"] = "python"
+    replace_file(dst / REPOSITORY_INDEX, json.dumps(index, indent=2).encode())
+    return dst
 
 
 def shedding_copy(src: Path, dst: Path, policy: QueuePolicy | None) -> Path:

@@ -1,10 +1,12 @@
 // The C entry points Triton calls. Each one finds its state object and delegates; Guard turns any exception
 // into a TRITONSERVER_Error, so nothing C++ crosses the C API.
+#include <memory>
 #include <string>
 
 #include "compute_pool.h"
 #include "instance_state.h"
 #include "model_state.h"
+#include "tokenizer_instance.h"
 #include "triton_util.h"
 
 namespace bertserve {
@@ -19,6 +21,21 @@ using bertserve::Check;
 using bertserve::Guard;
 using bertserve::InstanceState;
 using bertserve::ModelState;
+using bertserve::TokenizerInstance;
+
+namespace {
+
+// The model an instance belongs to: an encoder (InstanceState) or a tokenizer model (TokenizerInstance).
+ModelState* ModelOf(TRITONBACKEND_ModelInstance* instance) {
+  TRITONBACKEND_Model* model = nullptr;
+  void* state = nullptr;
+  Check(TRITONBACKEND_ModelInstanceModel(instance, &model), "instance model");
+  Check(TRITONBACKEND_ModelState(model, &state), "model state");
+  if (state == nullptr) throw bertserve::BackendError(TRITONSERVER_ERROR_INTERNAL, "model has no state");
+  return static_cast<ModelState*>(state);
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -62,11 +79,14 @@ TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelFinalize(TRITONBACKEN
 
 TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance* instance) {
   return Guard("instance initialize", [&] {
-    TRITONBACKEND_Model* model = nullptr;
-    void* model_state = nullptr;
-    Check(TRITONBACKEND_ModelInstanceModel(instance, &model), "instance model");
-    Check(TRITONBACKEND_ModelState(model, &model_state), "model state");
-    auto state = InstanceState::Create(static_cast<ModelState*>(model_state), instance);
+    ModelState* model = ModelOf(instance);
+    if (model->settings().tokenize_only()) {
+      auto state = std::make_unique<TokenizerInstance>(model, instance);
+      Check(TRITONBACKEND_ModelInstanceSetState(instance, state.get()), "instance state");
+      state.release();
+      return;
+    }
+    auto state = InstanceState::Create(model, instance);
     Check(TRITONBACKEND_ModelInstanceSetState(instance, state.get()), "instance state");
     state.release();
   });
@@ -76,7 +96,11 @@ TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceFinalize(TRIT
   return Guard("instance finalize", [&] {
     void* state = nullptr;
     Check(TRITONBACKEND_ModelInstanceState(instance, &state), "instance state");
-    delete static_cast<InstanceState*>(state);
+    if (ModelOf(instance)->settings().tokenize_only()) {
+      delete static_cast<TokenizerInstance*>(state);
+    } else {
+      delete static_cast<InstanceState*>(state);
+    }
   });
 }
 
@@ -87,7 +111,15 @@ TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
   void* state = nullptr;
   if (TRITONSERVER_Error* e = TRITONBACKEND_ModelInstanceState(instance, &state)) return e;
   if (state == nullptr) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "instance has no state");
-  static_cast<InstanceState*>(state)->Execute(requests, request_count);
+  bool tokenize_only = false;
+  if (TRITONSERVER_Error* e = Guard("execute", [&] { tokenize_only = ModelOf(instance)->settings().tokenize_only(); })) {
+    return e;
+  }
+  if (tokenize_only) {
+    static_cast<TokenizerInstance*>(state)->Execute(requests, request_count);
+  } else {
+    static_cast<InstanceState*>(state)->Execute(requests, request_count);
+  }
   return nullptr;
 }
 

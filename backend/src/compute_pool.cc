@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "settings.h"
+#include "triton_util.h"
 
 namespace bertserve {
 
@@ -55,7 +56,14 @@ void ComputePool::Work() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
-    task();
+    // A task that throws is logged and dropped: an exception leaving a pool thread would terminate the server.
+    try {
+      task();
+    } catch (const std::exception& e) {
+      BERTSERVE_LOG(ERROR, std::string("a compute task failed: ") + e.what());
+    } catch (...) {
+      BERTSERVE_LOG(ERROR, "a compute task failed: unknown exception");
+    }
   }
 }
 

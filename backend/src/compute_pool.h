@@ -25,7 +25,8 @@ class ComputePool {
   ComputePool(const ComputePool&) = delete;
   ComputePool& operator=(const ComputePool&) = delete;
 
-  // Runs `task` on a pool thread, after the tasks posted before it. `task` must not throw.
+  // Runs `task` on a pool thread, after the tasks posted before it. A task should not throw: one that does is
+  // logged and dropped, and whatever it held is unwound (a Pending it owned answers its client as it goes).
   void Post(std::function<void()> task);
 
  private:

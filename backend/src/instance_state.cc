@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <future>
 
+#include "fault.h"
 #include "triton_util.h"
 
 namespace bertserve {
@@ -137,37 +138,55 @@ InstanceState::~InstanceState() {
 void InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count) noexcept {
   const ModelSettings& s = model_->settings();
   const uint64_t now = NowNs();
-  uint32_t handed = 0;  // requests before this one are answered or held
-  std::vector<std::unique_ptr<Pending>> held;  // read and valid, each counted as Preparing
+  std::vector<std::unique_ptr<Pending>> ready;  // read and valid, each counted as Preparing
   size_t texts = 0;
-  try {
-    held.reserve(count);
-    for (; handed < count; ++handed) {
-      auto p = std::make_unique<Pending>();
-      p->request = requests[handed];
+  for (uint32_t i = 0; i < count; ++i) {
+    std::unique_ptr<Pending> p;
+    bool held = false;     // a Pending holds requests[i]: it answers for it, even when an exception unwinds it
+    bool counted = false;  // and it is counted as Preparing
+    try {
+      p = std::make_unique<Pending>();
+      p->request = requests[i];
+      held = true;
       p->arrived_ns = now;
       p->Read(s);
       if (warmup_left_ > 0) p->warmup = warmup_left_-- > 0;
+      fault::At(p->fault_point, "execute");
       if (p->error) {
         p->Fail(*p->error, instance_, s, model_->metrics());
         continue;
       }
       model_->scheduler().Preparing();
+      counted = true;
       texts += p->texts.size();
-      held.push_back(std::move(p));
-    }
-  } catch (const std::exception& e) {  // e.g. out of memory: answer what is left rather than take the server down
-    BERTSERVE_LOG(ERROR, s.name + ": execute failed: " + e.what());
-    for (uint32_t i = handed; i < count; ++i) {
-      TRITONBACKEND_Response* response = nullptr;
-      if (TRITONBACKEND_ResponseNew(&response, requests[i]) == nullptr) {
-        ErrorPtr error(TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, e.what()));
-        ErrorPtr(TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, error.get()));
-      }
-      ErrorPtr(TRITONBACKEND_RequestRelease(requests[i], TRITONSERVER_REQUEST_RELEASE_ALL));
+      ready.push_back(std::move(p));
+    } catch (const std::exception& e) {  // e.g. out of memory: this request fails alone, the server stays up
+      FailOne(requests[i], held ? p.get() : nullptr, held, e.what());
+      if (counted && p != nullptr) model_->scheduler().Abandon();
+    } catch (...) {
+      FailOne(requests[i], held ? p.get() : nullptr, held, "execute failed");
+      if (counted && p != nullptr) model_->scheduler().Abandon();
     }
   }
-  Dispatch(held, texts);
+  Dispatch(ready, texts);
+}
+
+void InstanceState::FailOne(TRITONBACKEND_Request* request, Pending* p, bool held, const char* what) noexcept {
+  const ModelSettings& s = model_->settings();
+  try {
+    BERTSERVE_LOG(ERROR, s.name + ": execute failed: " + what);
+  } catch (...) {
+  }
+  if (p != nullptr) {
+    p->Fail(Internal(what), instance_, s, model_->metrics());
+  } else if (!held) {  // no Pending took it: answered here
+    TRITONBACKEND_Response* response = nullptr;
+    if (TRITONBACKEND_ResponseNew(&response, request) == nullptr) {
+      ErrorPtr error(TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, what));
+      ErrorPtr(TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, error.get()));
+    }
+    ErrorPtr(TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL));
+  }
 }
 
 void InstanceState::Dispatch(std::vector<std::unique_ptr<Pending>>& held, size_t texts) noexcept {
@@ -294,7 +313,9 @@ void InstanceState::Close(Flight& f) noexcept {
   m.StageTime(Stage::kInfer, Seconds(f.launched_ns, f.landed_ns));
   m.StageTime(Stage::kRespond, Seconds(f.landed_ns, end));
   m.Batch(f.rows, f.collated.padding_ratio(), f.collated.real_tokens);
-  for (auto& p : f.batch) m.Request(Seconds(p->arrived_ns, end));
+  for (auto& p : f.batch) {
+    if (!p->warmup) m.Request(Seconds(p->arrived_ns, end));
+  }
 }
 
 void InstanceState::Answer(std::shared_ptr<Flight> f) {
@@ -345,7 +366,12 @@ void InstanceState::Feed() {
       take_after_ns_ = in_flight_ > 0 && device_free_ns_ > lead_ns ? device_free_ns_ - lead_ns : 0;
     }
     auto f = std::make_unique<Flight>();
-    f->batch = scheduler.Take(instance_, /*block=*/true, stopping_, &f->work_s, &take_after_ns_);
+    try {
+      f->batch = scheduler.Take(instance_, /*block=*/true, stopping_, &f->work_s, &take_after_ns_);
+    } catch (const std::exception& e) {  // what it took is unwound: each request answers as it goes
+      BERTSERVE_LOG(ERROR, model_->settings().name + ": taking a batch failed: " + e.what());
+      continue;
+    }
     if (f->batch.empty()) {
       if (stopping_ && scheduler.Idle()) break;
       continue;  // what was taken had all expired
@@ -422,32 +448,53 @@ void InstanceState::Complete() {
   }
 }
 
-void InstanceState::Wake() {
+void InstanceState::Wake() noexcept {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (posted_) return;
     posted_ = true;
   }
-  pool_->Post([this] { ServeQueued(); });
+  PostServe();
 }
 
-void InstanceState::ServeQueued() {
+void InstanceState::PostServe() noexcept {
+  try {
+    pool_->Post([this] { ServeQueued(); });
+    return;
+  } catch (const std::exception& e) {
+    BERTSERVE_LOG(ERROR, model_->settings().name + ": cannot post a batch: " + e.what());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    posted_ = false;
+  }
+  changed_.notify_all();
+}
+
+void InstanceState::ServeQueued() noexcept {
   Scheduler& scheduler = model_->scheduler();
   Flight f;
-  f.batch = scheduler.Take(instance_, /*block=*/false, stopping_, &f.work_s);
-  if (!f.batch.empty()) {
-    f.taken_ns = NowNs();
-    try {
+  bool taken = false, done = false;
+  try {
+    f.batch = scheduler.Take(instance_, /*block=*/false, stopping_, &f.work_s);
+    taken = true;
+    if (!f.batch.empty()) {
+      f.taken_ns = NowNs();
+      for (const auto& p : f.batch) fault::At(p->fault_point, "serve");
       Launch(f);
       Land(f);
       scheduler.costs().Observe(f.predicted_s, Seconds(f.launched_ns, f.landed_ns));
       scheduler.Done(f.work_s);
+      done = true;
       Respond(f, 0, f.batch.size());
       Close(f);
-    } catch (const std::exception& e) {
-      scheduler.Done(f.work_s);
-      Fail(f, e.what());
     }
+  } catch (const std::exception& e) {
+    if (taken && !done) scheduler.Done(f.work_s);
+    Fail(f, e.what());
+  } catch (...) {
+    if (taken && !done) scheduler.Done(f.work_s);
+    Fail(f, "unknown exception");
   }
   bool again = false;
   {
@@ -457,7 +504,7 @@ void InstanceState::ServeQueued() {
   }
   // The next batch goes to the back of the pool's queue: models and instances take turns.
   if (again) {
-    pool_->Post([this] { ServeQueued(); });
+    PostServe();
   } else {
     changed_.notify_all();
   }

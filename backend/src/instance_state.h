@@ -51,6 +51,9 @@ class InstanceState {
   void Prepare(std::unique_ptr<Pending> p) noexcept;  // tokenizes (text models) and submits
   // Prepares read requests here, or on the prepare threads in chunks when they hold more than a few texts.
   void Dispatch(std::vector<std::unique_ptr<Pending>>& held, size_t texts) noexcept;
+  // Answers a request execute failed on: through `p` where a Pending still holds it; where none took it
+  // (`held` false), here; where one took it and moved on (`p` null, `held` true), its new owner answers.
+  void FailOne(TRITONBACKEND_Request* request, Pending* p, bool held, const char* what) noexcept;
   void Launch(Flight& f);         // collates and starts the passes (the batch stays in `f` if it throws)
   void Land(Flight& f);           // waits for the passes and scatters their rows
   void Respond(Flight& f, size_t begin, size_t end) noexcept;  // responses and statistics of batch[begin, end)
@@ -59,8 +62,9 @@ class InstanceState {
   void Fail(Flight& f, const std::string& what) noexcept;
   void Feed();        // CUDA: the feeder thread
   void Complete();    // CUDA: the completion thread
-  void Wake();        // CPU: posts ServeQueued unless one is posted
-  void ServeQueued();  // CPU: one batch on a compute pool thread
+  void Wake() noexcept;         // CPU: posts ServeQueued unless one is posted
+  void PostServe() noexcept;    // CPU: posts ServeQueued; where it cannot, clears posted_ (the next Wake tries again)
+  void ServeQueued() noexcept;  // CPU: one batch on a compute pool thread
 
   ModelState* model_;
   TRITONBACKEND_ModelInstance* instance_;

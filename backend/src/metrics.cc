@@ -13,7 +13,7 @@ const std::vector<double> kBatchBuckets = {1, 2, 4, 8, 16, 32, 64, 128};
 const std::vector<double> kRatioBuckets = {0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0};
 const char* const kReasons[] = {"too_long",   "bad_token_id",  "bad_attention_mask", "bad_shape",
                                 "queue_full", "queue_timeout", "internal",           "text_too_large",
-                                "invalid_utf8", "empty_text", "bad_parameter"};
+                                "invalid_utf8", "empty_text", "bad_parameter", "bad_output"};
 const std::pair<Stage, const char*> kStages[] = {
     {Stage::kTokenize, "tokenize"}, {Stage::kCollate, "collate"}, {Stage::kInfer, "infer"}, {Stage::kRespond, "respond"}};
 

@@ -21,6 +21,12 @@ std::unique_ptr<tokenizer::Tokenizer> LoadTokenizer(const ModelSettings& s) {
     if (static_cast<size_t>(s.max_seq) <= t->special_count()) {
       throw std::invalid_argument("max_seq leaves no room for text between the special tokens");
     }
+    // Every id the tokenizer can give must index the model's embedding table: ids are never checked again.
+    if (const auto [low, high] = t->id_range(); low < 0 || high >= s.vocab_size) {
+      throw std::invalid_argument(s.tokenizer.filename().string() + " gives ids from " + std::to_string(low) + " to " +
+                                  std::to_string(high) + "; the model's vocab_size is " +
+                                  std::to_string(s.vocab_size));
+    }
     BERTSERVE_LOG(INFO, s.name + ": native tokenizer from " + s.tokenizer.string());
     return t;
   } catch (const std::invalid_argument& e) {
@@ -67,9 +73,13 @@ std::unique_ptr<ModelState> ModelState::Create(TRITONBACKEND_Model* model) {
   size_t size = 0;
   Check(TRITONSERVER_MessageSerializeToJson(message, &json, &size), "model config JSON");
   auto settings = ReadSettings(name, location, std::string(json, size));
-  BERTSERVE_LOG(INFO, settings.name + ": " + settings.precision + " " + settings.runtime + " artifact " +
-                          settings.artifact.string() + " verified; " + std::to_string(settings.threads) +
-                          " intra-op threads per instance");
+  if (settings.tokenize_only()) {
+    BERTSERVE_LOG(INFO, settings.name + ": a tokenizer model; " + settings.tokenizer.string() + " verified");
+  } else {
+    BERTSERVE_LOG(INFO, settings.name + ": " + settings.precision + " " + settings.runtime + " artifact " +
+                            settings.artifact.string() + " verified; " + std::to_string(settings.threads) +
+                            " intra-op threads per instance");
+  }
   std::unique_ptr<ModelState> state(new ModelState(std::move(settings)));
   if (state->settings_.text()) state->tokenizer_ = LoadTokenizer(state->settings_);
   return state;

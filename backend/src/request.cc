@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "fault.h"
 #include "text_input.h"
 #include "triton_util.h"
 
@@ -16,6 +17,7 @@ constexpr const char* kText = "TEXT";
 constexpr const char* kTextOutput = "EMBEDDING";
 constexpr const char* kTruncatedOutput = "TRUNCATED";
 constexpr const char* kTokensOutput = "TOKENS";
+constexpr const char* kTruncatedFlag = "truncated";  // a tokenizer model's
 
 RequestError BadShape(const std::string& message) { return {"bad_shape", message}; }
 
@@ -213,6 +215,31 @@ TRITONSERVER_Error* WriteOutput(TRITONBACKEND_Response* response, const char* na
   return e;
 }
 
+// A failed output allocation: the client's fault when the output shared-memory region it registered is too small
+// for the result (tritonserver 2.51's frontends report that as INTERNAL, "... should be at least N bytes to hold
+// the results"), else the server's.
+RequestError OutputError(TRITONSERVER_Error* e) {
+  const std::string message = TRITONSERVER_ErrorMessage(e);
+  if (TRITONSERVER_ErrorCode(e) == TRITONSERVER_ERROR_INVALID_ARG ||
+      message.find("to hold the results") != std::string::npos) {
+    return RequestError{"bad_output", "the output does not fit where the request asked for it: " + message};
+  }
+  return Internal("cannot write the output: " + message);
+}
+
+// A tokenizer model's outputs: the ids and mask [rows, longest], zero-padded, and whether each text was cut.
+TRITONSERVER_Error* WriteTokenized(TRITONBACKEND_Response* response, const Pending& p) {
+  const int64_t shape[2] = {p.batch.rows(), p.batch.seq()}, flag_shape[2] = {p.rows(), 1};
+  const uint64_t bytes = p.ids.size() * sizeof(int64_t);
+  TRITONSERVER_Error* e = WriteOutput(response, kIds, TRITONSERVER_TYPE_INT64, shape, p.ids.data(), bytes);
+  if (e == nullptr) e = WriteOutput(response, kMask, TRITONSERVER_TYPE_INT64, shape, p.mask.data(), bytes);
+  if (e == nullptr) {
+    e = WriteOutput(response, kTruncatedFlag, TRITONSERVER_TYPE_BOOL, flag_shape, p.truncated.data(),
+                    p.truncated.size());
+  }
+  return e;
+}
+
 TRITONSERVER_Error_Code CodeOf(const RequestError& e) {
   switch (e.kind) {
     case RequestError::Kind::kInternal:
@@ -239,6 +266,7 @@ void Pending::Read(const ModelSettings& s) {
       if (error) return;
       wants_tokens = Requested(request, kTokensOutput);
       error = ReadTexts(request, &texts);
+      if (!error) fault_point = fault::PointOf(texts.front());
       return;
     }
     const InputView ids_view = Describe(request, kIds), mask_view = Describe(request, kMask);
@@ -290,62 +318,110 @@ void Pending::Tokenize(const ModelSettings& s, const tokenizer::Tokenizer& token
   batch = TokenBatch{{n, w}, {n, w}, ids, mask};
 }
 
-void Pending::Respond(const ModelSettings& s, Metrics& metrics) {
+// The status of a response that failed between its creation and its sending, and its failure counted.
+TRITONSERVER_Error* Failed(Pending& p, Metrics& metrics, const char* what) noexcept {
+  try {
+    p.error = Internal(std::string("responding failed: ") + what);
+    metrics.Failure(p.error->reason);
+    BERTSERVE_LOG(ERROR, p.error->message);
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, p.error->message.c_str());
+  } catch (...) {
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "responding failed");
+  }
+}
+
+void Pending::Respond(const ModelSettings& s, Metrics& metrics) noexcept {
   TRITONBACKEND_Response* response = nullptr;
   if (TRITONSERVER_Error* e = TRITONBACKEND_ResponseNew(&response, request)) {
     ErrorPtr owned(e);
-    BERTSERVE_LOG(ERROR, std::string("cannot create a response: ") + TRITONSERVER_ErrorMessage(e));
     responded = true;  // none can be made: the release tells Triton
+    try {
+      BERTSERVE_LOG(ERROR, std::string("cannot create a response: ") + TRITONSERVER_ErrorMessage(e));
+    } catch (...) {
+    }
     return;
   }
-  if (!error) {
-    const int64_t shape[2] = {rows(), s.hidden};
-    TRITONSERVER_Error* e = WriteOutput(response, s.text() ? kTextOutput : kOutput, TRITONSERVER_TYPE_FP32, shape,
-                                        embedding.data(), embedding.size() * sizeof(float));
-    if (e == nullptr && s.text()) {
-      const int64_t flag_shape[2] = {rows(), 1};
-      e = WriteOutput(response, kTruncatedOutput, TRITONSERVER_TYPE_BOOL, flag_shape, truncated.data(), truncated.size());
-    }
-    if (e == nullptr && wants_tokens) {
-      const int64_t count_shape[2] = {rows(), 1};
-      e = WriteOutput(response, kTokensOutput, TRITONSERVER_TYPE_INT64, count_shape, lengths.data(),
-                      lengths.size() * sizeof(int64_t));
-    }
-    if (e != nullptr) {
-      ErrorPtr owned(e);
-      error = Internal(std::string("cannot write the output: ") + TRITONSERVER_ErrorMessage(e));
-    }
-  }
   ErrorPtr status;
-  if (error) {
-    status.reset(TRITONSERVER_ErrorNew(CodeOf(*error), error->message.c_str()));
-    metrics.Failure(error->reason);
+  try {
+    fault::At(fault_point, "respond");
+    if (!error && s.tokenize_only()) {
+      TRITONSERVER_Error* e = WriteTokenized(response, *this);
+      if (e != nullptr) {
+        ErrorPtr owned(e);
+        error = OutputError(e);
+      }
+    } else if (!error) {
+      const int64_t shape[2] = {rows(), s.hidden};
+      TRITONSERVER_Error* e = WriteOutput(response, s.text() ? kTextOutput : kOutput, TRITONSERVER_TYPE_FP32, shape,
+                                          embedding.data(), embedding.size() * sizeof(float));
+      if (e == nullptr && s.text()) {
+        const int64_t flag_shape[2] = {rows(), 1};
+        e = WriteOutput(response, kTruncatedOutput, TRITONSERVER_TYPE_BOOL, flag_shape, truncated.data(),
+                        truncated.size());
+      }
+      if (e == nullptr && wants_tokens) {
+        const int64_t count_shape[2] = {rows(), 1};
+        e = WriteOutput(response, kTokensOutput, TRITONSERVER_TYPE_INT64, count_shape, lengths.data(),
+                        lengths.size() * sizeof(int64_t));
+      }
+      if (e != nullptr) {
+        ErrorPtr owned(e);
+        error = OutputError(e);
+      }
+    }
+    if (error) {
+      status.reset(TRITONSERVER_ErrorNew(CodeOf(*error), error->message.c_str()));
+      metrics.Failure(error->reason);
+    }
+  } catch (const std::exception& e) {
+    status.reset(Failed(*this, metrics, e.what()));
+  } catch (...) {
+    status.reset(Failed(*this, metrics, "unknown exception"));
   }
-  // Triton owns the response from here, sent or not.
+  // Triton owns the response from here, sent or not: it is never deleted here.
   TRITONSERVER_Error* e = TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, status.get());
   responded = true;
   if (e != nullptr) {
     ErrorPtr owned(e);
-    BERTSERVE_LOG(ERROR, std::string("cannot send a response: ") + TRITONSERVER_ErrorMessage(e));
+    try {
+      BERTSERVE_LOG(ERROR, std::string("cannot send a response: ") + TRITONSERVER_ErrorMessage(e));
+    } catch (...) {
+    }
   }
 }
 
 void Pending::Fail(RequestError e, TRITONBACKEND_ModelInstance* instance, const ModelSettings& settings,
-                   Metrics& metrics) {
+                   Metrics& metrics) noexcept {
   error = std::move(e);
   if (!responded) Respond(settings, metrics);
   const uint64_t now = NowNs();
   Finish(instance, arrived_ns, now, now, now);
-  metrics.Request(now > arrived_ns ? static_cast<double>(now - arrived_ns) * 1e-9 : 0.0);
+  if (!warmup) metrics.Request(now > arrived_ns ? static_cast<double>(now - arrived_ns) * 1e-9 : 0.0);
 }
 
 void Pending::Finish(TRITONBACKEND_ModelInstance* instance, uint64_t exec_start_ns, uint64_t compute_start_ns,
-                     uint64_t compute_end_ns, uint64_t exec_end_ns) {
+                     uint64_t compute_end_ns, uint64_t exec_end_ns) noexcept {
   if (released) return;
-  ErrorPtr(TRITONBACKEND_ModelInstanceReportStatistics(instance, request, !error, exec_start_ns, compute_start_ns,
-                                                       compute_end_ns, exec_end_ns));
+  // Warm-up requests are the server's own, sent before it is ready: they stay out of the statistics the SLO and
+  // the traffic panels read (nv_inference_request_success and the bertserve_request_duration_seconds count).
+  if (!warmup) {
+    ErrorPtr(TRITONBACKEND_ModelInstanceReportStatistics(instance, request, !error, exec_start_ns, compute_start_ns,
+                                                         compute_end_ns, exec_end_ns));
+  }
   ErrorPtr(TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL));
   released = true;
+}
+
+Pending::~Pending() {
+  if (request == nullptr || released) return;
+  if (!responded) {
+    TRITONBACKEND_Response* response = nullptr;
+    if (TRITONBACKEND_ResponseNew(&response, request) == nullptr) {
+      ErrorPtr status(TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "the request was dropped on an error path"));
+      ErrorPtr(TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, status.get()));
+    }
+  }
+  ErrorPtr(TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL));
 }
 
 }  // namespace bertserve

@@ -18,6 +18,13 @@
 namespace bertserve {
 
 struct Pending {
+  Pending() = default;
+  // A request still held here is answered (INTERNAL, unless a response went out) and released: a Pending dropped
+  // on an error path never leaves its client waiting.
+  ~Pending();
+  Pending(const Pending&) = delete;
+  Pending& operator=(const Pending&) = delete;
+
   TRITONBACKEND_Request* request = nullptr;
   uint64_t arrived_ns = 0;  // when execute received it
   std::vector<int64_t> ids, mask;
@@ -33,19 +40,22 @@ struct Pending {
   bool warmup = false;           // one of Triton's warm-up requests: never refused
   bool responded = false;        // a final response went out (or could not be created)
   bool released = false;
+  std::string fault_point;       // fault.h: the point this request injects a fault at (tests only)
 
   // Reads input_ids and attention_mask (TEXT for a text model) and validates them; sets `error` for a bad request.
   void Read(const ModelSettings& settings);
   // Text models, on a compute thread: the ids of each text; sets `error` for a text too long to keep.
   void Tokenize(const ModelSettings& settings, const tokenizer::Tokenizer& tokenizer);
   int64_t rows() const { return texts.empty() ? batch.rows() : static_cast<int64_t>(texts.size()); }
-  // Sends the one response (the embedding, or the error with its status) and counts a failure by reason.
-  void Respond(const ModelSettings& settings, Metrics& metrics);
+  // Sends the one response (the embedding, or the error with its status) and counts a failure by reason. Whatever
+  // fails between creating the response and sending it, the response is sent (INTERNAL): Triton owns it from then.
+  void Respond(const ModelSettings& settings, Metrics& metrics) noexcept;
   // Answers with `error` at once (refused or failed before it was batched), with its statistics and metrics.
-  void Fail(RequestError error, TRITONBACKEND_ModelInstance* instance, const ModelSettings& settings, Metrics& metrics);
+  void Fail(RequestError error, TRITONBACKEND_ModelInstance* instance, const ModelSettings& settings,
+            Metrics& metrics) noexcept;
   // Reports the request's statistics to Triton (exec_start_ns: when its execution began) and releases it.
   void Finish(TRITONBACKEND_ModelInstance* instance, uint64_t exec_start_ns, uint64_t compute_start_ns,
-              uint64_t compute_end_ns, uint64_t exec_end_ns);
+              uint64_t compute_end_ns, uint64_t exec_end_ns) noexcept;
 };
 
 // A request the backend could not serve through no fault of its input.

@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 
 constexpr const char* kManifest = "manifest.json";
 constexpr int64_t kDeadlineUs = 10'000;  // the latency budget, as export's default; export writes each model's own
+constexpr int64_t kLongestDeadlineUs = 86'400'000'000;  // a day: deadlines stay far inside the nanosecond clock
 
 BackendError Invalid(const std::string& message) { return BackendError(TRITONSERVER_ERROR_INVALID_ARG, message); }
 
@@ -68,7 +69,20 @@ int64_t IntParameter(const json& config, const std::string& name, const char* ke
   return value;
 }
 
+// A file the manifest names lies inside the model's directory: a path that is absolute or climbs out with `..` is
+// refused, or a manifest could point the server at any file it can read.
+void CheckInside(const std::string& name, const std::string& rel) {
+  const fs::path path(rel);
+  bool climbs = false;
+  for (const fs::path& part : path) climbs = climbs || part == "..";
+  if (rel.empty() || path.is_absolute() || path.has_root_name() || path.has_root_directory() || climbs) {
+    throw Invalid(name + ": " + kManifest + " names \"" + rel +
+                  "\"; a file must be a relative path inside the model's directory (no leading /, no ..)");
+  }
+}
+
 void Verify(const std::string& name, const fs::path& dir, const json& manifest, const std::string& rel) {
+  CheckInside(name, rel);
   const json& files = manifest.contains("files") ? manifest["files"] : json::object();
   if (!files.contains(rel)) throw Invalid(name + ": " + rel + " is not listed in " + kManifest);
   const fs::path path = dir / rel;
@@ -139,27 +153,34 @@ ModelSettings ReadSettings(const std::string& name, const fs::path& dir, const s
   s.max_seq = Field<int64_t>(manifest, "max_seq", where);
   s.vocab_size = Field<int64_t>(manifest, "vocab_size", where);
   s.hidden = Field<int64_t>(manifest, "hidden", where);
-  s.precision = Field<std::string>(manifest, "precision", where);
   s.runtime = Field<std::string>(manifest, "runtime", where);
-  if (s.runtime != "aoti" && s.runtime != "torchscript") {
+  s.precision = s.tokenize_only() ? "" : Field<std::string>(manifest, "precision", where);
+  if (s.runtime != "aoti" && s.runtime != "torchscript" && !s.tokenize_only()) {
     throw Invalid(name + ": runtime \"" + s.runtime + "\" has no native loader (aoti or torchscript); export it " +
                   "with --encoder-backend python");
   }
   if (s.max_batch < 1 || s.max_seq < 1 || s.vocab_size < 1 || s.hidden < 1) {
     throw Invalid(name + ": max_batch_size, max_seq, vocab_size and hidden must be positive");
   }
-  const json& artifacts = Field<json>(manifest, "artifacts", where);
-  const auto rel = Field<std::string>(Field<json>(artifacts, s.runtime.c_str(), where), "file", where);
-  Verify(name, dir, manifest, rel);
-  s.artifact = dir / rel;
+  if (!s.tokenize_only()) {
+    const json& artifacts = Field<json>(manifest, "artifacts", where);
+    const auto rel = Field<std::string>(Field<json>(artifacts, s.runtime.c_str(), where), "file", where);
+    Verify(name, dir, manifest, rel);
+    s.artifact = dir / rel;
+  }
   if (auto tokenizer = manifest.find("tokenizer"); tokenizer != manifest.end()) {
     const auto tokenizer_rel = Field<std::string>(manifest, "tokenizer", where);
     Verify(name, dir, manifest, tokenizer_rel);
     s.tokenizer = dir / tokenizer_rel;
   }
+  if (s.tokenize_only() && !s.text()) throw Invalid(name + ": a tokenizer model (runtime \"none\") needs a tokenizer");
   s.threads = static_cast<int>(IntParameter(config, name, "threads", 0, 0));
   if (s.threads == 0) s.threads = UsableCpus();
   s.deadline_us = static_cast<uint64_t>(IntParameter(config, name, "deadline_us", kDeadlineUs, 1));
+  if (s.deadline_us > static_cast<uint64_t>(kLongestDeadlineUs)) {
+    throw Invalid(name + ": parameter deadline_us must be at most " + std::to_string(kLongestDeadlineUs) +
+                  " (a day), got " + std::to_string(s.deadline_us));
+  }
   s.max_batch_tokens = IntParameter(config, name, "max_batch_tokens", s.max_batch * s.max_seq, s.max_seq);
   const std::string order = Parameter(config, "queue_order", "deadline");
   if (order != "deadline" && order != "arrival") {

@@ -15,8 +15,9 @@ struct ModelSettings {
   int64_t vocab_size = 0;
   int64_t hidden = 0;
   std::string precision;
-  std::string runtime;  // "aoti" or "torchscript"
+  std::string runtime;  // "aoti" or "torchscript"; "none" for a tokenizer model (no encoder, no artifact)
   std::filesystem::path artifact;
+  bool tokenize_only() const { return runtime == "none"; }
   // Text in (`embed`): the tokenizer.json the backend tokenizes with; empty for a model of token ids.
   std::filesystem::path tokenizer;
   bool text() const { return !tokenizer.empty(); }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 MANIFEST = "manifest.json"
@@ -30,10 +30,22 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def check_inside(model_dir: Path, rel: str) -> None:
+    """A file the manifest names lies inside the model's directory: absolute paths and ``..`` are refused, or a
+    manifest could point the server at any file it can read."""
+    path = PurePosixPath(rel)
+    if not rel or path.is_absolute() or "\\" in rel or ".." in path.parts:
+        raise VerificationError(
+            f"{model_dir.name}: {MANIFEST} names {rel!r}; a file must be a relative path inside the model's "
+            "directory (no leading /, no ..)"
+        )
+
+
 def verify(model_dir: Path, manifest: dict[str, Any], only: list[str] | None = None) -> None:
-    """Raise VerificationError naming the first file that is missing or differs."""
+    """Raise VerificationError naming the first file that is missing, differs or lies outside ``model_dir``."""
     files = manifest.get("files", {})
     for rel in only if only is not None else files:
+        check_inside(model_dir, rel)
         if rel not in files:
             raise VerificationError(f"{model_dir.name}: {rel} is not listed in {MANIFEST}")
         path = model_dir / rel

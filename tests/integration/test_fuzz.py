@@ -12,21 +12,28 @@ import asyncio
 import collections
 import json
 import re
+import struct
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import grpc
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as grpcaio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
+from reliability import processes
 from serving.python_backend import batching
 from serving.python_backend.errors import RequestError
-from tests.integration.conftest import http_status, text_model
+from tests.integration.conftest import http_status, native_only_copy, text_model
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -247,3 +254,154 @@ def test_an_oversized_message_is_refused_and_the_server_stays_up(triton_server):
         burst.close()
     assert not problems, problems
     assert http_status(f"http://{triton_server.http_url}/v2/health/ready") == 200
+
+
+# Size bombs: declared sizes that lie, huge shapes, huge elements, deeply repeated word pieces. Each is sent raw
+# (the client library would refuse to build most of them) and answered at once with INVALID_ARGUMENT and a message
+# that says what was wrong: by Triton's own checks where they come first, else by the backend's, which reads every
+# size from the request before it copies a byte. The server stays ready throughout.
+def _prefixed(data: bytes, declared: int | None = None) -> bytes:
+    return struct.pack("<I", len(data) if declared is None else declared) + data
+
+
+def _ids(shape: list[int]) -> list[tuple[str, str, list[int]]]:
+    return [("input_ids", "INT64", shape), ("attention_mask", "INT64", shape)]
+
+
+ONE_ID = struct.pack("<q", 1000) * 2
+SIZE_BOMBS = {
+    # name: (model, inputs (name, datatype, shape), raw contents, the error's substring, our failure reason or None)
+    "length prefix past the end": (
+        "embed", [("TEXT", "BYTES", [1, 1])], [_prefixed(b"x" * 10, 1 << 30)], "TEXT element 0 is cut short", "bad_shape"
+    ),
+    "length prefix short of the end": (
+        "embed", [("TEXT", "BYTES", [1, 1])], [_prefixed(b"x" * 100, 3)], "unexpected number of string elements", None
+    ),
+    "TEXT of 2^40 columns": (
+        "embed", [("TEXT", "BYTES", [1, 2**40])], [_prefixed(b"x")], "unexpected shape for input 'TEXT'", None
+    ),
+    "TEXT shape whose size overflows": (
+        "embed", [("TEXT", "BYTES", [2**62, 2**62])], [_prefixed(b"x")], "unexpected shape for input 'TEXT'", None
+    ),
+    "ids of 2^40 tokens": ("bert", _ids([1, 2**40]), [ONE_ID, ONE_ID], "input byte size mismatch", None),
+    # 2^62 x 8 bytes wraps to 0 in Triton's own check, so an empty body passes it: the backend refuses the shape.
+    "ids whose byte size wraps to 0": (
+        "bert", _ids([1, 2**62]), [b"", b""], "sequence of 4611686018427387904 tokens is longer than the max length",
+        "too_long",
+    ),
+    "ids of a negative length": ("bert", _ids([1, -5]), [ONE_ID, ONE_ID], "input byte size mismatch", None),
+    "ids shorter than their shape": ("bert", _ids([1, 8]), [ONE_ID, ONE_ID], "input byte size mismatch", None),
+}  # fmt: skip
+
+
+def _raw_infer(url: str, model: str, inputs: list, raw: list[bytes], timeout_s: float = 120) -> tuple[str, Any]:
+    """One ModelInfer call as sent, bypassing the client library's checks: ("OK", response) or (status, details)."""
+    options = [("grpc.max_send_message_length", 2**31 - 1), ("grpc.max_receive_message_length", 2**31 - 1)]
+    with grpc.insecure_channel(url, options=options) as channel:
+        request = service_pb2.ModelInferRequest(model_name=model)
+        for name, datatype, shape in inputs:
+            request.inputs.add(name=name, datatype=datatype, shape=shape)
+        request.raw_input_contents.extend(raw)
+        try:
+            return "OK", service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request, timeout=timeout_s)
+        except grpc.RpcError as e:
+            return e.code().name, e.details()
+
+
+@pytest.mark.parametrize("bomb", list(SIZE_BOMBS))
+def test_a_size_bomb_is_refused_at_once_and_the_server_stays_up(triton_server, bomb):
+    model, inputs, raw, message, reason = SIZE_BOMBS[bomb]
+    if model == "embed" and not _serves_text(triton_server.repository):
+        pytest.skip("the text path is not served")
+    before = failure_counts(triton_server.metrics_url)
+    code, details = _raw_infer(triton_server.grpc_url, model, inputs, raw)
+    assert code == "INVALID_ARGUMENT" and message in details, (code, details)
+    expected = collections.Counter({(model, reason): 1} if reason else {})
+    deadline = time.monotonic() + 5
+    while (moved := failure_counts(triton_server.metrics_url) - before) != expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert moved == expected  # the client's fault, never counted as internal
+    assert http_status(f"http://{triton_server.http_url}/v2/health/ready") == 200
+
+
+def test_a_batch_dimension_past_32_bits_is_answered_for_what_was_sent(triton_server):
+    """Triton 2.51 keeps a request's batch size in 32 bits: [2^40, 1] TEXT with one element reaches the model as one
+    row. Whatever the declared shape, the answer covers the element that was sent, never 2^40 rows."""
+    if not _serves_text(triton_server.repository):
+        pytest.skip("the text path is not served")
+    code, response = _raw_infer(triton_server.grpc_url, "embed", [("TEXT", "BYTES", [2**40, 1])], [_prefixed(b"x")])
+    if code != "OK":
+        assert code == "INVALID_ARGUMENT", (code, response)
+        return
+    shapes = {o.name: list(o.shape) for o in response.outputs}
+    assert shapes["EMBEDDING"] == [1, 384] and len(response.raw_output_contents[0]) == 384 * 4
+
+
+def test_deeply_repeated_word_pieces_are_cut_at_max_seq_in_bounded_time(triton_server):
+    """32 texts of 64 KiB, each word 100 characters that WordPiece cuts into many pieces: answered, every text
+    truncated, in far less time than tokenizing all of it would take."""
+    if not _serves_text(triton_server.repository):
+        pytest.skip("the text path is not served")
+    word = "unaffable" * 11  # 99 characters, one word of many continuation pieces
+    text = ((word + " ") * (batching.MAX_TEXT_BYTES // (len(word) + 1))).encode()[: batching.MAX_TEXT_BYTES]
+    client = grpcclient.InferenceServerClient(triton_server.grpc_url)
+    inp = grpcclient.InferInput("TEXT", [32, 1], "BYTES")
+    inp.set_data_from_numpy(np.array([[text]] * 32, dtype=np.object_))
+    start = time.monotonic()
+    result = client.infer("embed", [inp], client_timeout=60)
+    took = time.monotonic() - start
+    assert result.as_numpy("TRUNCATED").all() and result.as_numpy("EMBEDDING").shape == (32, 384)
+    assert took < 10, f"32 x 64 KiB of repeated word pieces took {took:.1f} s"
+    assert http_status(f"http://{triton_server.http_url}/v2/health/ready") == 200
+
+
+def _memory(pid: int) -> dict[str, int]:
+    text = Path(f"/proc/{pid}/status").read_text()
+    return {k: int(re.search(rf"^{k}:\s+(\d+) kB", text, re.M)[1]) << 10 for k in ("VmRSS", "VmHWM")}
+
+
+def test_refusing_a_1_gib_text_element_costs_no_copy_of_it(exported_repository, tmp_path):
+    """The peak resident memory of tritonserver while it refuses one 1 GiB TEXT element, above its idle memory.
+    Over HTTP the frontend holds the body once and the backend reads it in place: at most 1.1x the element. Over gRPC
+    tritonserver 2.51's frontend holds the message twice before the backend sees it (the received buffer and the
+    parsed request): bounded at 2.6x, the backend adding nothing."""
+    size = 1 << 30
+    element = _prefixed(b"a" * size)
+    repo = native_only_copy(exported_repository, tmp_path)
+    with processes.running(repo, tmp_path / "server.log") as server:
+        pid = server.tritonserver_pid()
+        header = json.dumps(
+            {
+                "inputs": [
+                    {
+                        "name": "TEXT",
+                        "datatype": "BYTES",
+                        "shape": [1, 1],
+                        "parameters": {"binary_data_size": len(element)},
+                    }
+                ]
+            }  # fmt: skip
+        ).encode()
+        peaks = {}
+        for protocol in ("http", "grpc"):  # HTTP first: glibc keeps what gRPC's copies freed
+            Path(f"/proc/{pid}/clear_refs").write_text("5")  # resets VmHWM to the current RSS
+            idle = _memory(pid)["VmRSS"]
+            if protocol == "http":
+                request = urllib.request.Request(
+                    f"http://{server.http_url}/v2/models/embed/infer",
+                    data=header + element,
+                    headers={
+                        "Inference-Header-Content-Length": str(len(header)),
+                        "Content-Type": "application/octet-stream",
+                    },
+                )
+                with pytest.raises(urllib.error.HTTPError) as e:
+                    urllib.request.urlopen(request, timeout=120)
+                assert e.value.code == 400 and b"TEXT element is 1073741824 bytes; the limit is 65536" in e.value.read()
+            else:
+                code, details = _raw_infer(server.grpc_url, "embed", [("TEXT", "BYTES", [1, 1])], [element])
+                assert code == "INVALID_ARGUMENT" and "TEXT element is 1073741824 bytes" in details, (code, details)
+            peaks[protocol] = (_memory(pid)["VmHWM"] - idle) / size
+            assert server.ready()
+        print(f"peak above idle while refusing a 1 GiB element: {peaks}")
+    assert peaks["http"] <= 1.1 and peaks["grpc"] <= 2.6, peaks

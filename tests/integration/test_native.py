@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 import urllib.request
 from pathlib import Path
 
@@ -18,7 +19,8 @@ from export.model_configs import QueuePolicy
 from reliability import processes
 from reliability.repository import linked_copy, replace_file, rewrite_config
 from serving.launcher import native
-from tests.integration.conftest import NATIVE_ONLY
+from serving.repository.manifest import sha256
+from tests.integration.conftest import NATIVE_ONLY, native_only_copy
 
 pytestmark = pytest.mark.integration
 CORPUS = Path(__file__).resolve().parents[2] / "loadtest" / "data" / "corpus.txt"
@@ -171,3 +173,119 @@ def test_native_embed_counts_truncated_texts(triton_server):
     before = truncated()
     grpcclient.InferenceServerClient(triton_server.grpc_url).infer("embed", _texts([b"word " * 600, b"short"]))
     assert truncated() == before + 1
+
+
+def _model_counts(metrics_url: str, model: str) -> dict[str, float]:
+    text = urllib.request.urlopen(f"http://{metrics_url}/metrics", timeout=5).read().decode()
+    counts = {}
+    for family in ("nv_inference_request_success", "bertserve_request_duration_seconds_count"):
+        found = re.search(rf'^{family}\{{[^}}]*model="{model}"[^}}]*\}} (\S+)$', text, re.M)
+        assert found, f"no {family} for {model}"
+        counts[family] = float(found[1])
+    return counts
+
+
+def test_warm_up_requests_are_not_counted_as_served(exported_repository, tmp_path):
+    """Triton warms each native instance up before the server is ready: those requests are the server's own and stay
+    out of the success count and the request histogram the SLO reads; the first client request counts as one."""
+    repo = linked_copy(exported_repository, tmp_path / "repo")
+    config = (repo / "embed" / "config.pbtxt").read_text()
+    assert "model_warmup" in config
+    with processes.running(repo, tmp_path / "server.log") as server:
+        assert _model_counts(server.metrics_url, "embed") == {
+            "nv_inference_request_success": 0,
+            "bertserve_request_duration_seconds_count": 0,
+        }
+        grpcclient.InferenceServerClient(server.grpc_url).infer("embed", _texts([b"the first client request"]))
+        deadline = time.monotonic() + 5  # statistics are reported just after the response is sent
+        while (counts := _model_counts(server.metrics_url, "embed")) != dict.fromkeys(counts, 1.0):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert counts == {"nv_inference_request_success": 1, "bertserve_request_duration_seconds_count": 1}
+
+
+def _record(model_dir: Path, rel: str) -> None:
+    """The manifest's sha256 and size of ``rel`` brought up to date (the file verifies; only its content is wrong)."""
+    manifest = json.loads((model_dir / "manifest.json").read_text())
+    path = (model_dir / rel).resolve()
+    manifest["files"][rel] = {"sha256": sha256(path), "bytes": path.stat().st_size}
+    replace_file(model_dir / "manifest.json", json.dumps(manifest, indent=2).encode())
+
+
+def _load_error(repo: Path, log_path: Path, model: str = "embed") -> str:
+    """The reason tritonserver gives for not loading ``model`` (the server must stay up and not ready)."""
+    server = processes.start(repo, log_path)
+    try:
+        deadline = time.monotonic() + 120
+        while (found := re.search(rf"failed to load '{model}'.*", server.log())) is None:
+            assert server.process.poll() is None and time.monotonic() < deadline, server.log()[-5000:]
+            time.sleep(0.25)
+        assert processes.http_status(f"http://{server.http_url}/v2/models/{model}/ready") != 200
+        return found[0]
+    finally:
+        processes.stop(server)
+
+
+def test_a_manifest_path_outside_the_model_directory_is_refused(exported_repository, tmp_path):
+    """embed's tokenizer named through `..`: the same file, the right sha256, and still refused by the backend."""
+    repo = native_only_copy(exported_repository, tmp_path)
+    manifest = json.loads((repo / "embed" / "manifest.json").read_text())
+    climbing = "../embed/" + manifest["tokenizer"]
+    replace_file(repo / "embed" / "manifest.json", json.dumps({**manifest, "tokenizer": climbing}).encode())
+    _record(repo / "embed", climbing)
+    error = _load_error(repo, tmp_path / "server.log")
+    assert climbing in error and "a file must be a relative path inside the model's directory" in error
+
+
+def test_tokenizer_ids_past_the_vocabulary_are_refused_at_load(exported_repository, tmp_path):
+    repo = native_only_copy(exported_repository, tmp_path)
+    manifest = json.loads((repo / "embed" / "manifest.json").read_text())
+    tokenizer = json.loads((repo / "embed" / manifest["tokenizer"]).read_text())
+    tokenizer["model"]["vocab"]["outofrange"] = manifest["vocab_size"]
+    replace_file(repo / "embed" / manifest["tokenizer"], json.dumps(tokenizer).encode())
+    _record(repo / "embed", manifest["tokenizer"])
+    error = _load_error(repo, tmp_path / "server.log")
+    assert f"gives ids from 0 to {manifest['vocab_size']}; the model's vocab_size is {manifest['vocab_size']}" in error
+
+
+def test_a_deadline_past_a_day_is_refused_at_load(exported_repository, tmp_path):
+    """deadline_us * 1000 must never overflow the nanosecond clock: a config beyond a day is refused."""
+    repo = native_only_copy(exported_repository, tmp_path)
+    rewrite_config(repo / "bert", QueuePolicy(max_queue_size=1, timeout_us=10**17))
+    error = _load_error(repo, tmp_path / "server.log", "bert")
+    assert "parameter deadline_us must be at most 86400000000 (a day), got 100000000000000000" in error
+
+
+def test_the_tokenizer_model_keeps_its_contract(triton_server):
+    """The tokenizer model (native where the native tokenizer reproduces the checkpoint's) answers as the Python model
+    did: input_ids and attention_mask int64 [texts, longest], zero-padded on the right, truncated bool [texts, 1],
+    each as the checkpoint's own tokenizer (Hugging Face `tokenizers`) gives them."""
+    from tokenizers import Tokenizer
+
+    manifest = json.loads((triton_server.repository / "tokenizer" / "manifest.json").read_text())
+    oracle = Tokenizer.from_file(str(triton_server.repository / "tokenizer" / "1" / "tokenizer" / "tokenizer.json"))
+    oracle.no_padding()
+    oracle.enable_truncation(manifest["max_seq"])
+    lines = [line.encode() for line in CORPUS.read_text().splitlines() if line.strip()][:40]
+    client = grpcclient.InferenceServerClient(triton_server.grpc_url)
+    for texts in [lines[:1], lines[1:4], lines[4:36], [b"short", b"word " * 600, "caf\u00e9 \u4e16\u754c".encode()]]:
+        result = client.infer("tokenizer", _texts(texts))
+        ids, mask, cut = (result.as_numpy(n) for n in ("input_ids", "attention_mask", "truncated"))
+        encodings = oracle.encode_batch([t.decode() for t in texts])
+        width = max(len(e.ids) for e in encodings)
+        assert ids.dtype == mask.dtype == np.int64 and cut.dtype == np.bool_
+        assert ids.shape == mask.shape == (len(texts), width) and cut.shape == (len(texts), 1)
+        for row, e in enumerate(encodings):
+            n = len(e.ids)
+            assert ids[row, :n].tolist() == e.ids and not ids[row, n:].any(), texts[row][:40]
+            assert mask[row].tolist() == [1] * n + [0] * (width - n)
+            assert bool(cut[row, 0]) == bool(e.overflowing)
+
+
+def test_the_default_export_runs_no_python_model(exported_repository):
+    """Where the native tokenizer reproduces the checkpoint's, every model of the default export is native (or kept
+    only for stock Triton): tritonserver starts no Python stub."""
+    index = json.loads((exported_repository / "repository.json").read_text())
+    assert {m: s["backend"] for m, s in index["models"].items() if s["backend"] == "python"} == {}
+    assert not (exported_repository / "tokenizer" / "1" / "model.py").exists()

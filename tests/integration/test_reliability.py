@@ -8,7 +8,7 @@ import pytest
 
 from export.model_configs import QueuePolicy
 from reliability import processes, scenarios
-from reliability.repository import shedding_copy
+from reliability.repository import python_tokenizer_copy, shedding_copy
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.reliability]
 
@@ -33,8 +33,12 @@ def test_overload_is_shed_fast_with_unavailable_and_the_server_recovers(shedding
     assert r["after"]["accounted"] and r["after"]["failed"] <= max(1, r["after"]["sent"] // 50) and r["ready_after"]
 
 
-def test_killed_tokenizer_stub_is_restarted_and_only_in_flight_requests_fail(shedding_server):
-    r = asyncio.run(scenarios.stub_kill(shedding_server, model="tokenizer", rate=30.0, seconds=35.0, kill_at_s=4.0))
+def test_killed_tokenizer_stub_is_restarted_and_only_in_flight_requests_fail(exported_repository, tmp_path):
+    """The tokenizer in its Python stub (the default export serves it natively, with no stub)."""
+    shed = shedding_copy(exported_repository, tmp_path / "shed", QueuePolicy.for_batch(32))
+    repo = python_tokenizer_copy(shed, tmp_path / "repo")
+    with processes.running(repo, tmp_path / "server.log") as server:
+        r = asyncio.run(scenarios.stub_kill(server, model="tokenizer", rate=30.0, seconds=35.0, kill_at_s=4.0))
     assert r["run"]["accounted"]
     assert r["stub_pid"]["new"] not in (None, r["stub_pid"]["killed"])
     assert r["back_to_ready_s"] is not None and r["back_to_ready_s"] < 30

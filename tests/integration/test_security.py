@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -78,6 +79,41 @@ def test_http_unload_needs_the_admin_key(keyed_server, side_model):
     load = f"http://{keyed_server.http_url}/v2/repository/models/{side_model}/load"
     assert _http("POST", load, {HEADER: KEY}) == 200
     assert _http("GET", f"http://{keyed_server.http_url}/v2/models/{side_model}/ready") == 200
+
+
+def _bad_output_failures(server) -> float:
+    text = urllib.request.urlopen(f"http://{server.metrics_url}/metrics", timeout=5).read().decode()
+    line = 'bertserve_failures_total{model="embed",reason="bad_output"} '
+    return sum(float(row[len(line) :]) for row in text.splitlines() if row.startswith(line))
+
+
+def test_a_too_small_output_region_is_the_clients_error(keyed_server):
+    """An output shared-memory region smaller than the embedding: INVALID_ARGUMENT, counted as the client's fault
+    (bad_output), not INTERNAL."""
+    from tritonclient.utils import shared_memory as shm
+
+    client = grpcclient.InferenceServerClient(keyed_server.grpc_url)
+    region = shm.create_shared_memory_region("bertserve_small_out", "/bertserve_small_out", 16)
+    try:
+        client.register_system_shared_memory("small_out", "/bertserve_small_out", 16, headers={GRPC_HEADER: KEY})
+        inp = grpcclient.InferInput("TEXT", [1, 1], "BYTES")
+        inp.set_data_from_numpy(np.array([[b"into a small region"]], dtype=np.object_))
+        out = grpcclient.InferRequestedOutput("EMBEDDING")
+        out.set_shared_memory("small_out", 16)
+        before = _bad_output_failures(keyed_server)
+        with pytest.raises(InferenceServerException) as e:
+            client.infer("embed", [inp], outputs=[out], client_timeout=30)
+        assert e.value.status() == "StatusCode.INVALID_ARGUMENT", (e.value.status(), e.value.message())
+        assert "should be at least 1536 bytes" in e.value.message()
+        deadline = time.monotonic() + 10
+        while _bad_output_failures(keyed_server) != before + 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _bad_output_failures(keyed_server) == before + 1
+        assert _embed(client).shape == (1, 384)
+    finally:
+        client.unregister_system_shared_memory(headers={GRPC_HEADER: KEY})
+        shm.destroy_shared_memory_region(region)
+        client.close()
 
 
 def test_admin_key_is_not_logged(keyed_server):

@@ -1,6 +1,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -141,6 +142,16 @@ void Tokenizer::EncodeSegment(std::string_view text, size_t limit, std::vector<i
     EncodeChunk(text.substr(start, end - start), limit, ids);
     start = end;
   }
+}
+
+std::pair<int64_t, int64_t> Tokenizer::id_range() const {
+  int64_t low = INT64_MAX, high = INT64_MIN;
+  auto see = [&](int64_t id) { low = std::min(low, id), high = std::max(high, id); };
+  for (const auto& [token, id] : model_.vocab()) see(id);
+  for (const AddedToken& a : added_) see(a.id);
+  for (int64_t id : prefix_) see(id);
+  for (int64_t id : suffix_) see(id);
+  return {low, high};
 }
 
 bool Tokenizer::Encode(std::string_view text, size_t max_len, std::vector<int64_t>* ids) const {

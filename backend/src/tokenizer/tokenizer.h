@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tokenizer/normalizer.h"
@@ -31,6 +32,8 @@ class Tokenizer {
   bool Encode(std::string_view text, size_t max_len, std::vector<int64_t>* ids) const;
 
   size_t special_count() const { return prefix_.size() + suffix_.size(); }
+  // The least and the greatest id Encode can give (vocabulary, added and special tokens).
+  std::pair<int64_t, int64_t> id_range() const;
 
  private:
   Tokenizer(WordPiece model, NormalizerSettings normalizer, std::vector<AddedToken> added,

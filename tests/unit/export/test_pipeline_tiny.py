@@ -57,7 +57,12 @@ def test_generated_configs_round_trip_through_the_schema(repo):
         for name, inp in warm.inputs.items():
             assert name in {"input_ids", "attention_mask"}
             assert (repo / "bert" / "warmup" / inp.input_data_file).stat().st_size == 8 * inp.dims[0]
-    tok = configs["tokenizer"]
+    tok = configs["tokenizer"]  # native too: no Python stub process for the ids-only clients
+    assert tok.backend == native.NAME and "EXECUTION_ENV_PATH" not in tok.parameters
+    assert not (repo / "tokenizer" / "1" / "model.py").exists()
+    assert [o.name for o in tok.output] == ["input_ids", "attention_mask", "truncated"]
+    tok_manifest = json.loads((repo / "tokenizer" / "manifest.json").read_text())
+    assert tok_manifest["runtime"] == "none" and tok_manifest["tokenizer"] in tok_manifest["files"]
     assert tok.parameters["max_seq"].string_value == "32"
     assert tok.model_warmup[0].inputs["TEXT"].input_data_file == "text"
     embed = configs["embed"]  # one native model: the tiny checkpoint has MiniLM's (reproducible) tokenizer

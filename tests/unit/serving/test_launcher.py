@@ -12,6 +12,7 @@ from export.repository import file_hashes
 from serving.launcher import server
 from serving.launcher.config import parse_args
 from serving.launcher.server import LaunchError, command, read_index, select_models
+from serving.repository import manifest as server_manifest
 from serving.repository.hardware import cpu_model
 
 
@@ -60,6 +61,18 @@ def test_missing_file_is_named(repo, backends, caplog):
     (repo / "tokenizer" / "1" / "model.py").unlink()
     assert "tokenizer" not in select_models(repo, read_index(repo), backends)
     assert "model.py is missing" in caplog.text
+
+
+@pytest.mark.parametrize("rel", ["../tokenizer/1/model.py", "1/../../bert/1/model.aoti.pt2", "/etc/hostname"])
+def test_a_manifest_path_outside_the_model_keeps_it_out(repo, backends, caplog, rel):
+    """Files that exist and match their sha256, named by a path that leaves the model's directory."""
+    manifest_path = repo / "bert_fp32" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    target = (repo / "bert_fp32" / rel).resolve()
+    manifest["files"][rel] = {"bytes": target.stat().st_size, "sha256": server_manifest.sha256(target)}
+    manifest_path.write_text(json.dumps(manifest))
+    assert "bert_fp32" not in select_models(repo, read_index(repo), backends)
+    assert f"names {rel!r}; a file must be a relative path inside the model's directory" in caplog.text
 
 
 def test_refuses_a_missing_or_unexported_repository(tmp_path):
