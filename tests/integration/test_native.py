@@ -55,9 +55,19 @@ def test_torchscript_artifact_serves_the_same_embeddings(exported_repository, tr
     assert (np.sum(a * b, axis=1) >= 0.9999).all()
 
 
-async def _burst(url: str, n: int, tokens: int, timeout_us: int | None = None, behind: int = 0) -> list[str]:
+async def _backlog_s(metrics_url: str, model: str) -> float:
+    """The model's bertserve_queue_backlog_seconds: the predicted work queued and in flight."""
+    text = await asyncio.to_thread(lambda: urllib.request.urlopen(f"http://{metrics_url}/metrics").read().decode())
+    found = re.search(r'^bertserve_queue_backlog_seconds\{model="' + model + r'"\} (\S+)$', text, re.M)
+    return float(found[1]) if found else 0.0
+
+
+async def _burst(
+    url: str, n: int, tokens: int, timeout_us: int | None = None, behind: int = 0, metrics_url: str = ""
+) -> list[str]:
     """n concurrent requests to bert, sent ``behind`` > 0 ms after a request of 32 x 128 tokens that keeps the
-    model busy; "ok" or each refusal's status and message (the busy request's outcome is not returned)."""
+    model busy (and, with ``metrics_url``, once the backlog gauge shows it admitted); "ok" or each refusal's status
+    and message (the busy request's outcome is not returned)."""
     client = grpcaio.InferenceServerClient(url)
 
     async def one(rows: int, length: int, timeout: int | None) -> str:
@@ -70,6 +80,10 @@ async def _burst(url: str, n: int, tokens: int, timeout_us: int | None = None, b
     try:
         busy = asyncio.ensure_future(one(32, 128, None)) if behind else None
         await asyncio.sleep(behind / 1000)
+        for _ in range(200):  # a busy machine may take longer than `behind` to admit it
+            if not metrics_url or await _backlog_s(metrics_url, "bert") > 0:
+                break
+            await asyncio.sleep(0.01)
         out = await asyncio.gather(*[one(1, tokens, timeout_us) for _ in range(n)])
         if busy is not None:
             await busy
@@ -88,7 +102,7 @@ def test_requests_are_admitted_by_queued_work_against_their_deadline(exported_re
         # The same with a minute to spare each: a bulk client waits and is served.
         bulk = asyncio.run(_burst(server.grpc_url, 64, 128, timeout_us=60_000_000, behind=5))
         # A client's own deadline shorter than the work ahead of it: refused at once.
-        hurried = asyncio.run(_burst(server.grpc_url, 2, 16, timeout_us=1000, behind=5))
+        hurried = asyncio.run(_burst(server.grpc_url, 2, 16, timeout_us=1000, behind=5, metrics_url=server.metrics_url))
         after = asyncio.run(_burst(server.grpc_url, 1, 16))
     refused = [r for r in crowd if r != "ok"]
     assert "ok" in crowd and refused, crowd
