@@ -108,10 +108,15 @@ def tokenizer_config(shape: ServingShape) -> dict[str, Any]:
         "name": "tokenizer",
         "backend": "python",
         "max_batch_size": shape.max_batch,
-        "input": [{"name": "TEXT", "data_type": "TYPE_STRING", "dims": [1]}],
+        "input": [
+            {"name": "TEXT", "data_type": "TYPE_STRING", "dims": [1]},
+            # The second text of each pair, for a cross-encoder (serving/python_backend/pairs.py).
+            {"name": "TEXT_PAIR", "data_type": "TYPE_STRING", "dims": [1], "optional": True},
+        ],
         "output": [
             {"name": "input_ids", "data_type": "TYPE_INT64", "dims": [-1]},
             {"name": "attention_mask", "data_type": "TYPE_INT64", "dims": [-1]},
+            {"name": "token_type_ids", "data_type": "TYPE_INT64", "dims": [-1]},
             {"name": "truncated", "data_type": "TYPE_BOOL", "dims": [1]},
         ],
         # No queue policy: it would turn off the batcher's prefetch, and a request then waits up to tritonserver
