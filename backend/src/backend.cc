@@ -1,10 +1,12 @@
 // The C entry points Triton calls. Each one finds its state object and delegates; Guard turns any exception
 // into a TRITONSERVER_Error, so nothing C++ crosses the C API.
+#include <memory>
 #include <string>
 
 #include "compute_pool.h"
 #include "instance_state.h"
 #include "model_state.h"
+#include "rerank_model.h"
 #include "triton_util.h"
 
 namespace bertserve {
@@ -13,12 +15,29 @@ void Log(TRITONSERVER_LogLevel level, const char* file, int line, const std::str
   if (TRITONSERVER_LogIsEnabled(level)) ErrorPtr(TRITONSERVER_LogMessage(level, file, line, message.c_str()));
 }
 
+namespace {
+
+// A model's state is that of its task: embed (ModelState, InstanceState) or rerank (rerank_model.h).
+struct ModelHandle {
+  std::unique_ptr<ModelState> embed;
+  std::unique_ptr<RerankModel> rerank;
+};
+struct InstanceHandle {
+  std::unique_ptr<InstanceState> embed;
+  std::unique_ptr<RerankInstance> rerank;
+};
+
+}  // namespace
 }  // namespace bertserve
 
 using bertserve::Check;
 using bertserve::Guard;
+using bertserve::InstanceHandle;
 using bertserve::InstanceState;
+using bertserve::ModelHandle;
 using bertserve::ModelState;
+using bertserve::RerankInstance;
+using bertserve::RerankModel;
 
 extern "C" {
 
@@ -46,7 +65,12 @@ TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_Finalize(TRITONBACKEND_Bac
 
 TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model) {
   return Guard("model initialize", [&] {
-    auto state = ModelState::Create(model);
+    auto state = std::make_unique<ModelHandle>();
+    if (RerankModel::Handles(model)) {
+      state->rerank = RerankModel::Create(model);
+    } else {
+      state->embed = ModelState::Create(model);
+    }
     Check(TRITONBACKEND_ModelSetState(model, state.get()), "model state");
     state.release();
   });
@@ -56,7 +80,7 @@ TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelFinalize(TRITONBACKEN
   return Guard("model finalize", [&] {
     void* state = nullptr;
     Check(TRITONBACKEND_ModelState(model, &state), "model state");
-    delete static_cast<ModelState*>(state);
+    delete static_cast<ModelHandle*>(state);
   });
 }
 
@@ -66,7 +90,13 @@ TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TR
     void* model_state = nullptr;
     Check(TRITONBACKEND_ModelInstanceModel(instance, &model), "instance model");
     Check(TRITONBACKEND_ModelState(model, &model_state), "model state");
-    auto state = InstanceState::Create(static_cast<ModelState*>(model_state), instance);
+    auto* handle = static_cast<ModelHandle*>(model_state);
+    auto state = std::make_unique<InstanceHandle>();
+    if (handle->rerank) {
+      state->rerank = RerankInstance::Create(handle->rerank.get(), instance);
+    } else {
+      state->embed = InstanceState::Create(handle->embed.get(), instance);
+    }
     Check(TRITONBACKEND_ModelInstanceSetState(instance, state.get()), "instance state");
     state.release();
   });
@@ -76,7 +106,7 @@ TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceFinalize(TRIT
   return Guard("instance finalize", [&] {
     void* state = nullptr;
     Check(TRITONBACKEND_ModelInstanceState(instance, &state), "instance state");
-    delete static_cast<InstanceState*>(state);
+    delete static_cast<InstanceHandle*>(state);
   });
 }
 
@@ -87,7 +117,12 @@ TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
   void* state = nullptr;
   if (TRITONSERVER_Error* e = TRITONBACKEND_ModelInstanceState(instance, &state)) return e;
   if (state == nullptr) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "instance has no state");
-  static_cast<InstanceState*>(state)->Execute(requests, request_count);
+  auto* handle = static_cast<InstanceHandle*>(state);
+  if (handle->rerank) {
+    handle->rerank->Execute(requests, request_count);
+  } else {
+    handle->embed->Execute(requests, request_count);
+  }
   return nullptr;
 }
 
