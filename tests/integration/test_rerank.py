@@ -142,3 +142,48 @@ def test_a_request_without_documents_is_refused(client):
     with pytest.raises(InferenceServerException) as e:
         client.infer("rerank", [q])
     assert "DOCUMENTS" in e.value.message()
+
+
+def post(server, path: str, body: dict) -> tuple[int, object]:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"http://{server.gateway_url}{path}", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_tei_rerank_route_ranks_by_the_models_scores(server, reference):
+    texts = corpus()
+    query, documents = texts[3], texts[10:26]
+    logits = eager(reference, query, documents, "longest_first")
+    status, ranks = post(server, "/rerank", {"query": query, "texts": documents, "return_text": True})
+    assert status == 200, ranks
+    assert [r["index"] for r in ranks] == sorted(range(len(documents)), key=lambda i: -logits[i])
+    for r in ranks:
+        assert abs(r["score"] - 1 / (1 + np.exp(-logits[r["index"]]))) <= MAX_ABS_DIFF
+        assert r["text"] == documents[r["index"]]
+    status, raw = post(server, "/rerank", {"query": query, "texts": documents, "raw_scores": True})
+    assert status == 200 and all(abs(r["score"] - logits[r["index"]]) <= MAX_ABS_DIFF for r in raw)
+    assert "text" not in raw[0]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"query": "q", "texts": []}, "`texts` cannot be empty"),
+        ({"query": "q", "texts": ["fine", ""]}, "'texts[1]' is an empty string"),
+        ({"query": "", "texts": ["fine"]}, "'query' is an empty string"),
+        ({"query": "q", "texts": ["word " * 200]}, "QUERY and DOCUMENTS element 0 are longer than the max length"),
+        ({"query": "q", "texts": ["fine"], "truncation_direction": "Left"}, "truncation_direction=Left"),
+        ({"query": "q"}, "'texts': Field required"),
+    ],
+)
+def test_tei_rerank_route_refuses_bad_input_with_422(server, body, message):
+    status, error = post(server, "/rerank", body)
+    assert status == 422 and message in error["error"], error
