@@ -107,6 +107,17 @@ def test_served_scores_equal_eager_transformers(client, reference):
     assert np.abs(served - eager(reference, query, [texts[0], long_document], "longest_first")).max() <= MAX_ABS_DIFF
 
 
+def test_the_rerank_client_gets_the_same_scores_and_errors(server, client):
+    from serving.client import InvalidInput, RerankClient
+
+    docs = corpus()[:8]
+    with RerankClient(server.grpc_url, timeout_s=30) as rc:
+        scores = rc.rerank("a question", docs, truncation="only_second")
+        assert np.array_equal(scores, rerank(client, b"a question", [d.encode() for d in docs]))
+        with pytest.raises(InvalidInput, match="DOCUMENTS element 1: TEXT is empty"):
+            rc.rerank("a question", ["fine", " "])
+
+
 def test_scores_do_not_depend_on_the_other_documents(client):
     docs = [t.encode() for t in corpus()[:20]]
     together = rerank(client, b"where is the nearest station", docs)
