@@ -129,8 +129,10 @@ def test_multilingual_pairs_give_identical_ids_and_type_ids(native, reference):
 
 
 def test_fuzz_pairs_give_identical_ids_and_type_ids(native, reference):
+    """The fuzz generator's distinct UTF-8 elements (about 5,500 of its 10,500 requests' elements), each paired
+    with another."""
     elements = []
-    for raw in fuzz_elements():
+    for raw in dict.fromkeys(fuzz_elements()):
         try:
             elements.append(raw.decode("utf-8"))
         except UnicodeDecodeError:
@@ -141,9 +143,9 @@ def test_fuzz_pairs_give_identical_ids_and_type_ids(native, reference):
 
 def test_long_text_pairs_give_identical_ids_and_type_ids(native, reference):
     """Texts of 2-12 KiB paired: both pass the budget, so the odd token goes by the full lengths."""
-    texts = [t.decode() for t in long_texts(60, seed=1)]
-    compared, wrong = mismatches(reference, native, paired(texts), max_lens=(MAX_SEQ, 255, 17, 1 << 16))
-    assert compared >= 2 * 4 * 60 and not wrong, wrong
+    texts = [t.decode() for t in long_texts(30, seed=1)]
+    compared, wrong = mismatches(reference, native, paired(texts), max_lens=(MAX_SEQ, 255, 1 << 16))
+    assert compared >= 2 * 3 * 30 and not wrong, wrong
 
 
 def test_invalid_utf8_in_either_text_is_reported(native):
