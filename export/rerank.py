@@ -104,8 +104,13 @@ def _checkpoint(cfg: ExportConfig, scratch: Path) -> tuple[Path, str]:
 
 
 def run(cfg: ExportConfig) -> Path:
-    if cfg.target != "cpu" and cfg.encoder_backend != "native":
-        raise ConfigError("--task rerank is served by the native backend only")
+    if cfg.encoder_backend != "native":
+        raise ConfigError("--task rerank is served by the native backend only (no --encoder-backend python)")
+    if set(cfg.precisions) != {"fp32"}:
+        log.info(
+            "rerank: exporting fp32 only (no quantized reranker is gated yet); --precision %s is not used",
+            ",".join(cfg.precisions),
+        )
     with tempfile.TemporaryDirectory(prefix="bertserve-rerank-") as scratch:
         path, source = _checkpoint(cfg, Path(scratch))
         tasks.check("rerank", path)

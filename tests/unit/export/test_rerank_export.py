@@ -103,3 +103,9 @@ def test_pair_template_rules_match_the_native_tokenizer(tiny_reranker):
     assert native_tokenizer.pair_unsupported(spec) is None
     spec["post_processor"]["pair"] = [p for p in spec["post_processor"]["pair"] if "SpecialToken" in p]
     assert native_tokenizer.pair_unsupported(spec) == "a pair template other than $A then $B"
+
+
+def test_the_python_encoder_backend_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="native backend only"):
+        rerank.run(ExportConfig(task="rerank", encoder_backend="python", output=tmp_path / "r"))
+    assert not (tmp_path / "r").exists()
