@@ -4,10 +4,23 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 
 from export.config import parse_args
 from export.errors import ExportError
 from export.quiet import quiet_third_parties
+
+
+def _task(cfg) -> str:
+    """--task, else what the checkpoint is (a named spec other than the cross-encoder's is an embedder)."""
+    from export import tasks
+
+    if cfg.task:
+        return cfg.task
+    if cfg.model == tasks.SEEDED_CROSS_ENCODER:
+        return "rerank"
+    path = Path(cfg.model).expanduser()
+    return tasks.detect(path) if (path / "config.json").is_file() else "embed"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -15,8 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     quiet_third_parties()
     try:
         cfg = parse_args(argv)
-        from export.pipeline import run  # heavy imports after the arguments are known good
-
+        if _task(cfg) == "rerank":
+            from export.rerank import run  # heavy imports after the arguments are known good
+        else:
+            from export.pipeline import run
         run(cfg)
     except ExportError as e:
         logging.getLogger("export").error("export failed: %s: %s", type(e).__name__, e)

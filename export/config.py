@@ -8,6 +8,7 @@ from pathlib import Path
 
 from export.errors import ConfigError
 from export.model_configs import QUEUE_TIMEOUT_US
+from export.tasks import TASKS
 from serving import options
 from serving.options import option
 
@@ -31,8 +32,14 @@ DEFAULT_DEADLINE_US = {"cuda": 10_000, "cpu": QUEUE_TIMEOUT_US}
 class ExportConfig:
     model: str = option(
         "minilm",
-        "minilm (packaged all-MiniLM-L6-v2), bert-base (BertConfig() shape, seeded weights) "
-        "or a local Hugging Face BERT directory",
+        "minilm (packaged all-MiniLM-L6-v2), bert-base (BertConfig() shape, seeded weights), "
+        "minilm-cross-encoder (MiniLM with a seeded one-label head: scores that are NOT meaningful relevance; "
+        "what --task rerank exports for minilm) or a local Hugging Face BERT directory",
+    )
+    task: str | None = option(
+        None,
+        "embed (text -> embedding) or rerank (query + documents -> scores; a cross-encoder)",
+        shown="from the checkpoint: rerank for a BertForSequenceClassification with one label, else embed",
     )
     target: str = option("cpu", "cpu or cuda")
     precisions: tuple[str, ...] = option(
@@ -113,6 +120,8 @@ class ExportConfig:
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
             raise ConfigError(f"unknown target {self.target!r}; choose from {', '.join(TARGETS)}")
+        if self.task is not None and self.task not in TASKS:
+            raise ConfigError(f"unknown task {self.task!r}; choose from {', '.join(TASKS)}")
         if self.encoder_backend not in ENCODER_BACKENDS:
             raise ConfigError(
                 f"unknown encoder backend {self.encoder_backend!r}; choose from {', '.join(ENCODER_BACKENDS)}"

@@ -12,6 +12,10 @@ from tritonclient.grpc import model_config_pb2 as mc
 WARMUP_TEXT = "text"
 WARMUP_IDS = "input_ids"
 WARMUP_MASK = "attention_mask"
+WARMUP_QUERY = "query"
+WARMUP_DOCUMENTS = "documents"
+# rerank: the most documents one request may rank (each is one query/document pair through the model).
+MAX_DOCUMENTS = 1024
 
 
 @dataclass(frozen=True)
@@ -108,10 +112,15 @@ def tokenizer_config(shape: ServingShape) -> dict[str, Any]:
         "name": "tokenizer",
         "backend": "python",
         "max_batch_size": shape.max_batch,
-        "input": [{"name": "TEXT", "data_type": "TYPE_STRING", "dims": [1]}],
+        "input": [
+            {"name": "TEXT", "data_type": "TYPE_STRING", "dims": [1]},
+            # The second text of each pair, for a cross-encoder (serving/python_backend/pairs.py).
+            {"name": "TEXT_PAIR", "data_type": "TYPE_STRING", "dims": [1], "optional": True},
+        ],
         "output": [
             {"name": "input_ids", "data_type": "TYPE_INT64", "dims": [-1]},
             {"name": "attention_mask", "data_type": "TYPE_INT64", "dims": [-1]},
+            {"name": "token_type_ids", "data_type": "TYPE_INT64", "dims": [-1]},
             {"name": "truncated", "data_type": "TYPE_BOOL", "dims": [1]},
         ],
         # No queue policy: it would turn off the batcher's prefetch, and a request then waits up to tritonserver
@@ -236,4 +245,38 @@ def torchscript_config(shape: ServingShape) -> dict[str, Any]:
         "output": [{"name": "embedding__0", "data_type": "TYPE_FP32", "dims": [shape.hidden]}],
         "dynamic_batching": _batching(shape),
         "instance_group": [{"kind": shape.kind, "count": shape.instances}],
+    }
+
+
+def rerank_config(shape: ServingShape, threads: int = 0) -> dict[str, Any]:
+    """`rerank`, a native model of the rerank task (backend/src/rerank*): QUERY (one text) and DOCUMENTS (n texts)
+    in, SCORES (n float32, the cross-encoder's logit per query/document pair) out. One request at a time per
+    instance (no Triton batching: one request already holds n pairs), its pairs run in forwards of at most
+    max_batch rows."""
+    return {
+        "name": "rerank",
+        "backend": "bertserve",
+        "max_batch_size": 1,
+        "input": [
+            {"name": "QUERY", "data_type": "TYPE_STRING", "dims": [1]},
+            {"name": "DOCUMENTS", "data_type": "TYPE_STRING", "dims": [-1]},
+        ],
+        "output": [{"name": "SCORES", "data_type": "TYPE_FP32", "dims": [-1]}],
+        "instance_group": [{"kind": shape.kind, "count": shape.instances}],
+        "parameters": _params(
+            task="rerank",
+            threads=str(threads),
+            max_pairs_per_forward=str(shape.max_batch),
+            max_documents=str(MAX_DOCUMENTS),
+        ),
+        "model_warmup": [
+            {
+                "name": "query_and_two_documents",
+                "batch_size": 1,
+                "inputs": {
+                    "QUERY": {"data_type": "TYPE_STRING", "dims": [1], "input_data_file": WARMUP_QUERY},
+                    "DOCUMENTS": {"data_type": "TYPE_STRING", "dims": [2], "input_data_file": WARMUP_DOCUMENTS},
+                },
+            }
+        ],
     }

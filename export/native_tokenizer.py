@@ -53,3 +53,24 @@ def unsupported(spec: dict[str, Any]) -> str | None:
     if model.get("unk_token", "[UNK]") not in model.get("vocab", {}):
         return f"the unknown token {model.get('unk_token')} is not in the vocabulary"
     return None
+
+
+def pair_unsupported(spec: dict[str, Any]) -> str | None:
+    """Why the native tokenizer cannot encode text pairs (a cross-encoder's input) for this tokenizer.json: its
+    pair template must be special tokens around $A then $B (BertProcessing's always is)."""
+    post = spec.get("post_processor")
+    if _type(post) == "BertProcessing":
+        return None
+    if _type(post) != "TemplateProcessing":
+        return f"pairs with post-processor {_type(post)}"
+    sequences = [p["Sequence"].get("id") for p in post.get("pair", []) if "Sequence" in p]
+    if sequences != ["A", "B"]:
+        return "a pair template other than $A then $B"
+    for p in post.get("pair", []):
+        if "SpecialToken" in p:
+            ids = post.get("special_tokens", {}).get(p["SpecialToken"].get("id"), {}).get("ids", [])
+            if len(ids) != 1:
+                return f"special token {p['SpecialToken'].get('id')} must have exactly one id"
+        elif "Sequence" not in p:
+            return "a pair template piece other than a special token or a sequence"
+    return None

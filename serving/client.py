@@ -219,6 +219,44 @@ class EmbedClient(_Base):
         self.close()
 
 
+class RerankClient(EmbedClient):
+    """Synchronous client of the rerank task (a cross-encoder repository: ``python -m export --task rerank``)."""
+
+    def __init__(self, url: str = DEFAULT_URL, protocol: str = "grpc", **kw: Any) -> None:
+        super().__init__(url, protocol, **{"model": "rerank", **kw})
+
+    def rerank(
+        self,
+        query: str,
+        documents: list[str],
+        truncation: str = "longest_first",
+        truncate: bool = True,
+        timeout_s: float | None = None,
+    ) -> np.ndarray:
+        """float32 [n]: the score of each document for ``query``, in the documents' order (``np.argsort(-scores)``
+        ranks them). ``truncation``: longest_first or only_second; ``truncate=False`` refuses a pair past max_seq."""
+        if not documents:
+            raise InvalidInput("no documents given")
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        inputs = []
+        for name, values in (("QUERY", [query]), ("DOCUMENTS", documents)):
+            data = np.array([[v.encode("utf-8") for v in values]], dtype=np.object_)
+            inputs.append(self._types.InferInput(name, list(data.shape), "BYTES"))
+            inputs[-1].set_data_from_numpy(data)
+        for attempt in range(self.retries + 1):
+            try:
+                kw = self._kwargs(deadline - time.monotonic(), truncate)
+                kw["parameters"]["truncation"] = truncation
+                return self._client.infer(self.model, inputs, **kw).as_numpy("SCORES").reshape(-1)
+            except Exception as e:
+                err = map_error(e)
+                delay = self._delay(attempt, deadline) if isinstance(err, Unavailable) else None
+                if delay is None:
+                    raise err from e
+                time.sleep(delay)
+        raise AssertionError("unreachable")
+
+
 class AsyncEmbedClient(_Base):
     """asyncio client (tritonclient's grpc.aio / http.aio)."""
 

@@ -6,6 +6,7 @@
 #include "compute_pool.h"
 #include "instance_state.h"
 #include "model_state.h"
+#include "rerank_model.h"
 #include "tokenizer_instance.h"
 #include "triton_util.h"
 
@@ -15,27 +16,32 @@ void Log(TRITONSERVER_LogLevel level, const char* file, int line, const std::str
   if (TRITONSERVER_LogIsEnabled(level)) ErrorPtr(TRITONSERVER_LogMessage(level, file, line, message.c_str()));
 }
 
+namespace {
+
+// A model's state is that of its task: embed (ModelState, InstanceState; a tokenizer model, manifest runtime
+// "none", has TokenizerInstance instances) or rerank (rerank_model.h).
+struct ModelHandle {
+  std::unique_ptr<ModelState> embed;
+  std::unique_ptr<RerankModel> rerank;
+};
+struct InstanceHandle {
+  std::unique_ptr<InstanceState> embed;
+  std::unique_ptr<TokenizerInstance> tokenizer;
+  std::unique_ptr<RerankInstance> rerank;
+};
+
+}  // namespace
 }  // namespace bertserve
 
 using bertserve::Check;
 using bertserve::Guard;
+using bertserve::InstanceHandle;
 using bertserve::InstanceState;
+using bertserve::ModelHandle;
 using bertserve::ModelState;
+using bertserve::RerankInstance;
+using bertserve::RerankModel;
 using bertserve::TokenizerInstance;
-
-namespace {
-
-// The model an instance belongs to: an encoder (InstanceState) or a tokenizer model (TokenizerInstance).
-ModelState* ModelOf(TRITONBACKEND_ModelInstance* instance) {
-  TRITONBACKEND_Model* model = nullptr;
-  void* state = nullptr;
-  Check(TRITONBACKEND_ModelInstanceModel(instance, &model), "instance model");
-  Check(TRITONBACKEND_ModelState(model, &state), "model state");
-  if (state == nullptr) throw bertserve::BackendError(TRITONSERVER_ERROR_INTERNAL, "model has no state");
-  return static_cast<ModelState*>(state);
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -63,7 +69,12 @@ TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_Finalize(TRITONBACKEND_Bac
 
 TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model) {
   return Guard("model initialize", [&] {
-    auto state = ModelState::Create(model);
+    auto state = std::make_unique<ModelHandle>();
+    if (RerankModel::Handles(model)) {
+      state->rerank = RerankModel::Create(model);
+    } else {
+      state->embed = ModelState::Create(model);
+    }
     Check(TRITONBACKEND_ModelSetState(model, state.get()), "model state");
     state.release();
   });
@@ -73,20 +84,25 @@ TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelFinalize(TRITONBACKEN
   return Guard("model finalize", [&] {
     void* state = nullptr;
     Check(TRITONBACKEND_ModelState(model, &state), "model state");
-    delete static_cast<ModelState*>(state);
+    delete static_cast<ModelHandle*>(state);
   });
 }
 
 TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance* instance) {
   return Guard("instance initialize", [&] {
-    ModelState* model = ModelOf(instance);
-    if (model->settings().tokenize_only()) {
-      auto state = std::make_unique<TokenizerInstance>(model, instance);
-      Check(TRITONBACKEND_ModelInstanceSetState(instance, state.get()), "instance state");
-      state.release();
-      return;
+    TRITONBACKEND_Model* model = nullptr;
+    void* model_state = nullptr;
+    Check(TRITONBACKEND_ModelInstanceModel(instance, &model), "instance model");
+    Check(TRITONBACKEND_ModelState(model, &model_state), "model state");
+    auto* handle = static_cast<ModelHandle*>(model_state);
+    auto state = std::make_unique<InstanceHandle>();
+    if (handle->rerank) {
+      state->rerank = RerankInstance::Create(handle->rerank.get(), instance);
+    } else if (handle->embed->settings().tokenize_only()) {
+      state->tokenizer = std::make_unique<TokenizerInstance>(handle->embed.get(), instance);
+    } else {
+      state->embed = InstanceState::Create(handle->embed.get(), instance);
     }
-    auto state = InstanceState::Create(model, instance);
     Check(TRITONBACKEND_ModelInstanceSetState(instance, state.get()), "instance state");
     state.release();
   });
@@ -96,11 +112,7 @@ TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceFinalize(TRIT
   return Guard("instance finalize", [&] {
     void* state = nullptr;
     Check(TRITONBACKEND_ModelInstanceState(instance, &state), "instance state");
-    if (ModelOf(instance)->settings().tokenize_only()) {
-      delete static_cast<TokenizerInstance*>(state);
-    } else {
-      delete static_cast<InstanceState*>(state);
-    }
+    delete static_cast<InstanceHandle*>(state);
   });
 }
 
@@ -111,14 +123,13 @@ TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
   void* state = nullptr;
   if (TRITONSERVER_Error* e = TRITONBACKEND_ModelInstanceState(instance, &state)) return e;
   if (state == nullptr) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "instance has no state");
-  bool tokenize_only = false;
-  if (TRITONSERVER_Error* e = Guard("execute", [&] { tokenize_only = ModelOf(instance)->settings().tokenize_only(); })) {
-    return e;
-  }
-  if (tokenize_only) {
-    static_cast<TokenizerInstance*>(state)->Execute(requests, request_count);
+  auto* handle = static_cast<InstanceHandle*>(state);
+  if (handle->rerank) {
+    handle->rerank->Execute(requests, request_count);
+  } else if (handle->tokenizer) {
+    handle->tokenizer->Execute(requests, request_count);
   } else {
-    static_cast<InstanceState*>(state)->Execute(requests, request_count);
+    handle->embed->Execute(requests, request_count);
   }
   return nullptr;
 }

@@ -161,6 +161,54 @@ __attribute__((visibility("default"))) int64_t bertserve_tokenizer_encode(
   }
 }
 
+// Encodes `count` pairs (first[i], second[i]), each text checked for UTF-8 first; `strategy` 0: longest_first,
+// 1: only_second. For pair i: ids_out and types_out[offsets[i]..offsets[i+1]) and status[i] = 0 (kept),
+// 1 (truncated), 2 (a text is not UTF-8) or 3 (only_second: the first fills max_len). Returns the ids written,
+// -1 when `cap` is too small, -2 when the tokenizer has no pair template it reproduces.
+__attribute__((visibility("default"))) int64_t bertserve_tokenizer_encode_pairs(
+    void* t, const char* const* first, const size_t* first_sizes, const char* const* second,
+    const size_t* second_sizes, size_t count, size_t max_len, int strategy, int64_t* ids_out, int64_t* types_out,
+    size_t cap, int64_t* offsets, int8_t* status) {
+  try {
+    const auto& tok = *static_cast<tokenizer::Tokenizer*>(t);
+    if (!tok.pair_unsupported().empty()) return -2;
+    const auto how = strategy == 1 ? tokenizer::PairTruncation::kOnlySecond : tokenizer::PairTruncation::kLongestFirst;
+    std::vector<int64_t> ids, types;
+    size_t used = 0;
+    offsets[0] = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const std::string_view a(first[i], first_sizes[i]), b(second[i], second_sizes[i]);
+      ids.clear();
+      types.clear();
+      if (unicode::FirstInvalid(a) != std::string_view::npos || unicode::FirstInvalid(b) != std::string_view::npos) {
+        status[i] = 2;
+      } else {
+        switch (tok.EncodePair(a, b, max_len, how, &ids, &types)) {
+          case tokenizer::PairOutcome::kKept: status[i] = 0; break;
+          case tokenizer::PairOutcome::kTruncated: status[i] = 1; break;
+          case tokenizer::PairOutcome::kFirstTooLong: status[i] = 3; break;
+        }
+      }
+      if (used + ids.size() > cap) return -1;
+      std::copy(ids.begin(), ids.end(), ids_out + used);
+      std::copy(types.begin(), types.end(), types_out + used);
+      used += ids.size();
+      offsets[i + 1] = static_cast<int64_t>(used);
+    }
+    return static_cast<int64_t>(used);
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+// Why the tokenizer cannot encode pairs (written to `message`), 0 when it can.
+__attribute__((visibility("default"))) int bertserve_tokenizer_pair_unsupported(void* t, char* message,
+                                                                                size_t message_cap) {
+  const std::string& why = static_cast<tokenizer::Tokenizer*>(t)->pair_unsupported();
+  CopyOut(why, message, message_cap);
+  return why.empty() ? 0 : 1;
+}
+
 // The normalizer alone: `text` (UTF-8) normalized as the tokenizer does, into `out`; returns the bytes written
 // or -1 when `cap` is too small.
 __attribute__((visibility("default"))) int64_t bertserve_normalize(

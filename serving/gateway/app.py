@@ -43,6 +43,7 @@ ROUTES = [
     Spec("POST", "/v1/embeddings", openai.embeddings, schemas.EmbeddingsRequest, schemas.EmbeddingsResponse, "openai"),
     Spec("GET", "/v1/models", openai.models, None, schemas.ModelList, "openai"),
     Spec("POST", "/embed", tei.embed, schemas.EmbedRequest, list[list[float]], "tei"),
+    Spec("POST", "/rerank", tei.rerank, schemas.RerankRequest, list[schemas.Rank], "tei"),
     Spec("POST", "/tokenize", tei.tokenize, schemas.TokenizeRequest, list[list[schemas.SimpleToken]], "tei"),
     Spec("GET", "/info", tei.info, None, schemas.Info, "tei"),
     Spec("GET", "/health", tei.health, None, None, "tei", public=True),

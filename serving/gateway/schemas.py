@@ -85,6 +85,23 @@ class TokenizeRequest(BaseModel):
     prompt_name: str | None = None
 
 
+class RerankRequest(BaseModel):
+    """TEI ``POST /rerank``: one query against its texts, served by the ``rerank`` model (a cross-encoder)."""
+
+    query: str
+    texts: list[str]
+    truncate: bool | None = False
+    truncation_direction: Literal["Right", "Left", "right", "left"] = "Right"
+    raw_scores: bool = False  # the logit as it is; else sigmoid(logit), as TEI gives a one-label model's score
+    return_text: bool = False
+
+
+class Rank(BaseModel):
+    index: int
+    score: float
+    text: str | None = None
+
+
 class SimpleToken(BaseModel):
     id: int
     text: str

@@ -1,4 +1,5 @@
-"""text-embeddings-inference's routes: ``POST /embed``, ``POST /tokenize``, ``GET /info``, ``GET /health``."""
+"""text-embeddings-inference's routes: ``POST /embed``, ``POST /rerank``, ``POST /tokenize``, ``GET /info``,
+``GET /health``."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 import numpy as np
 
 from serving.gateway import errors
-from serving.gateway.schemas import EmbedRequest, TokenizeRequest
+from serving.gateway.schemas import EmbedRequest, RerankRequest, TokenizeRequest
 from serving.gateway.state import Gateway, encode_texts, truncated_dimensions
 
 VERSION = "bertserve"
@@ -33,6 +34,27 @@ async def embed(gw: Gateway, req: EmbedRequest) -> np.ndarray:
     inputs = _inputs(gw, req)
     out = await gw.embed(encode_texts(inputs, "inputs"), truncate=bool(req.truncate))
     return truncated_dimensions(out.vectors, req.dimensions, await gw.triton.info())
+
+
+async def rerank(gw: Gateway, req: RerankRequest) -> list[dict]:
+    """The texts ranked by score, highest first; the score is sigmoid(logit) unless ``raw_scores``."""
+    if req.truncation_direction.lower() != "right":
+        raise errors.BadRequest("truncation_direction=Left is not supported: pairs are truncated on the right")
+    if not req.texts:
+        raise errors.BadRequest("`texts` cannot be empty")
+    if len(req.texts) > gw.cfg.max_inputs:
+        raise errors.TooLarge(f"batch size {len(req.texts)} > maximum allowed batch size {gw.cfg.max_inputs}")
+    if not req.query:
+        raise errors.BadRequest("'query' is an empty string", "query")
+    (query,) = encode_texts([req.query], "query")
+    scores = await gw.triton.rerank(query, encode_texts(req.texts, "texts"), truncate=bool(req.truncate))
+    if not req.raw_scores:
+        scores = 1.0 / (1.0 + np.exp(-scores.astype(np.float64)))
+    order = np.argsort(-scores, kind="stable")
+    return [
+        {"index": int(i), "score": float(scores[i]), **({"text": req.texts[i]} if req.return_text else {})}
+        for i in order
+    ]
 
 
 async def tokenize(gw: Gateway, req: TokenizeRequest) -> list[list[dict]]:

@@ -17,6 +17,7 @@ from tritonclient.grpc import MAX_GRPC_MESSAGE_SIZE, service_pb2, service_pb2_gr
 
 from serving.gateway import errors
 
+RERANK_MODEL = "rerank"  # the rerank task's model (export/rerank.py): QUERY, DOCUMENTS -> SCORES
 TOKENS = "TOKENS"  # INT64 [n, 1]: tokens per text including special tokens
 MATRYOSHKA = "matryoshka_dimensions"  # a model parameter: the truncated sizes it was trained for ("64,128,256")
 
@@ -99,6 +100,20 @@ class Triton:
         n = info.max_batch
         parts = await asyncio.gather(*(self._ids(ids[i : i + n], i) for i in range(0, len(ids), n)))
         return _joined(parts)
+
+    async def rerank(self, query: bytes, documents: list[bytes], truncate: bool) -> np.ndarray:
+        """float32 [n]: the rerank model's score of each (query, document) pair, in the documents' order."""
+        request = service_pb2.ModelInferRequest(model_name=RERANK_MODEL)
+        request.inputs.add(name="QUERY", datatype="BYTES", shape=[1, 1])
+        request.raw_input_contents.append(_bytes_tensor([query]))
+        request.inputs.add(name="DOCUMENTS", datatype="BYTES", shape=[1, len(documents)])
+        request.raw_input_contents.append(_bytes_tensor(documents))
+        request.parameters["truncate"].bool_param = truncate
+        try:
+            answer = await self._call(request)
+        except grpc.aio.AioRpcError as e:
+            raise errors.from_grpc(e, param="texts") from e
+        return np.frombuffer(answer.raw_output_contents[0], dtype="<f4").reshape(-1)
 
     async def _texts(self, texts: list[bytes], offset: int, truncate: bool, info: ModelInfo) -> Embedded:
         request = service_pb2.ModelInferRequest(model_name=self.model)

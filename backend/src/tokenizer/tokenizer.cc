@@ -64,6 +64,39 @@ void ReadPostProcessor(const json& p, std::vector<int64_t>* prefix, std::vector<
   if (!seen) throw Unsupported("a single template without its sequence");
 }
 
+// The pair template; throws Unsupported for one that is not special tokens around $A then $B.
+PairTemplate ReadPairTemplate(const json& p) {
+  PairTemplate t;
+  const std::string type = TypeOf(p);
+  if (type == "BertProcessing") {  // [CLS] A [SEP] B [SEP], the second sequence and its [SEP] of type 1
+    const int64_t cls = p.at("cls").at(1).get<int64_t>(), sep = p.at("sep").at(1).get<int64_t>();
+    t.ids[0] = {cls};
+    t.types[0] = {0};
+    t.ids[1] = {sep};
+    t.types[1] = {0};
+    t.ids[2] = {sep};
+    t.types[2] = {1};
+    return t;
+  }
+  if (type != "TemplateProcessing") throw Unsupported("pairs with post-processor " + type);
+  size_t segment = 0;  // 0: before $A, 1: between, 2: after $B
+  for (const json& piece : p.at("pair")) {
+    if (piece.contains("Sequence")) {
+      const std::string id = piece["Sequence"].value("id", "");
+      if (id != (segment == 0 ? "A" : "B")) throw Unsupported("a pair template other than $A then $B");
+      (segment == 0 ? t.type_a : t.type_b) = piece["Sequence"].value("type_id", int64_t{0});
+      ++segment;
+    } else if (piece.contains("SpecialToken")) {
+      t.ids[segment].push_back(SpecialId(p.at("special_tokens"), piece["SpecialToken"].at("id")));
+      t.types[segment].push_back(piece["SpecialToken"].value("type_id", int64_t{0}));
+    } else {
+      throw Unsupported("a pair template piece other than a special token or a sequence");
+    }
+  }
+  if (segment != 2) throw Unsupported("a pair template without both sequences");
+  return t;
+}
+
 // Where a chunk of raw text may end: before a space or an ASCII punctuation mark. Either normalizes to
 // itself under every setting (ASCII, combining class 0, neither removed nor decomposed) and ends a
 // pre-token, so chunks cut there tokenize to what the whole text does.
@@ -78,12 +111,15 @@ constexpr size_t kChunkBytes = 1024;
 }  // namespace
 
 Tokenizer::Tokenizer(WordPiece model, NormalizerSettings normalizer, std::vector<AddedToken> added,
-                     std::vector<int64_t> prefix, std::vector<int64_t> suffix)
+                     std::vector<int64_t> prefix, std::vector<int64_t> suffix, PairTemplate pair,
+                     std::string pair_unsupported)
     : model_(std::move(model)),
       normalizer_(normalizer),
       added_(std::move(added)),
       prefix_(std::move(prefix)),
-      suffix_(std::move(suffix)) {}
+      suffix_(std::move(suffix)),
+      pair_(std::move(pair)),
+      pair_unsupported_(std::move(pair_unsupported)) {}
 
 std::unique_ptr<Tokenizer> Tokenizer::FromJson(std::string_view text) {
   json j;
@@ -101,6 +137,13 @@ std::unique_ptr<Tokenizer> Tokenizer::FromJson(std::string_view text) {
     NormalizerSettings normalizer = ReadNormalizer(j.value("normalizer", json()));
     std::vector<int64_t> prefix, suffix;
     ReadPostProcessor(j.value("post_processor", json()), &prefix, &suffix);
+    PairTemplate pair;
+    std::string pair_unsupported;
+    try {
+      pair = ReadPairTemplate(j.value("post_processor", json()));
+    } catch (const std::invalid_argument& e) {
+      pair_unsupported = e.what();
+    }
     const json& trunc = j.value("truncation", json());
     if (!trunc.is_null() && trunc.value("direction", "Right") != "Right") throw Unsupported("left truncation");
     std::vector<AddedToken> added;
@@ -117,7 +160,8 @@ std::unique_ptr<Tokenizer> Tokenizer::FromJson(std::string_view text) {
     WordPiece model(std::move(vocab), m.value("unk_token", "[UNK]"), m.value("continuing_subword_prefix", "##"),
                     m.value("max_input_chars_per_word", size_t{100}));
     return std::unique_ptr<Tokenizer>(
-        new Tokenizer(std::move(model), normalizer, std::move(added), std::move(prefix), std::move(suffix)));
+        new Tokenizer(std::move(model), normalizer, std::move(added), std::move(prefix), std::move(suffix),
+                      std::move(pair), std::move(pair_unsupported)));
   } catch (const json::exception& e) {
     throw std::invalid_argument(std::string("tokenizer.json: ") + e.what());
   }
@@ -151,13 +195,13 @@ std::pair<int64_t, int64_t> Tokenizer::id_range() const {
   for (const AddedToken& a : added_) see(a.id);
   for (int64_t id : prefix_) see(id);
   for (int64_t id : suffix_) see(id);
+  for (const auto& part : pair_.ids) {
+    for (int64_t id : part) see(id);
+  }
   return {low, high};
 }
 
-bool Tokenizer::Encode(std::string_view text, size_t max_len, std::vector<int64_t>* ids) const {
-  ids->assign(prefix_.begin(), prefix_.end());
-  const size_t budget = max_len > special_count() ? max_len - special_count() : 0;
-  const size_t limit = prefix_.size() + budget + 1;  // one id past the budget says the text was cut
+void Tokenizer::EncodeContent(std::string_view text, size_t limit, std::vector<int64_t>* ids) const {
   // Added tokens split the raw text, leftmost then longest; next[k]: where added token k occurs next.
   std::vector<size_t> next(added_.size());
   for (size_t k = 0; k < added_.size(); ++k) next[k] = text.find(added_[k].content);
@@ -177,10 +221,49 @@ bool Tokenizer::Encode(std::string_view text, size_t max_len, std::vector<int64_
     if (ids->size() < limit) ids->push_back(best->id);
     segment = at + best->content.size();
   }
+}
+
+bool Tokenizer::Encode(std::string_view text, size_t max_len, std::vector<int64_t>* ids) const {
+  ids->assign(prefix_.begin(), prefix_.end());
+  const size_t budget = max_len > special_count() ? max_len - special_count() : 0;
+  EncodeContent(text, prefix_.size() + budget + 1, ids);  // one id past the budget says the text was cut
   const bool truncated = ids->size() - prefix_.size() > budget;
   if (truncated) ids->resize(prefix_.size() + budget);
   ids->insert(ids->end(), suffix_.begin(), suffix_.end());
   return truncated;
+}
+
+PairOutcome Tokenizer::EncodePair(std::string_view first, std::string_view second, size_t max_len,
+                                  PairTruncation strategy, std::vector<int64_t>* ids,
+                                  std::vector<int64_t>* type_ids) const {
+  if (!pair_unsupported_.empty()) throw std::logic_error(pair_unsupported_);
+  thread_local std::vector<int64_t> a, b;
+  const size_t budget = max_len > pair_.special_count() ? max_len - pair_.special_count() : 0;
+  a.clear();
+  b.clear();
+  EncodeContent(first, budget + 1, &a);
+  EncodeContent(second, budget + 1, &b);
+  if (a.size() > budget && b.size() > budget && budget % 2 == 1 && strategy == PairTruncation::kLongestFirst) {
+    a.clear();  // which is longer decides who keeps the odd token
+    b.clear();
+    EncodeContent(first, SIZE_MAX, &a);
+    EncodeContent(second, SIZE_MAX, &b);
+  }
+  const std::optional<PairCut> cut = CutPair(a.size(), b.size(), budget, strategy);
+  if (!cut) return PairOutcome::kFirstTooLong;
+  ids->clear();
+  type_ids->clear();
+  auto put = [&](const int64_t* from, size_t n, const int64_t* types, int64_t type) {
+    ids->insert(ids->end(), from, from + n);
+    if (types != nullptr) type_ids->insert(type_ids->end(), types, types + n);
+    else type_ids->insert(type_ids->end(), n, type);
+  };
+  put(pair_.ids[0].data(), pair_.ids[0].size(), pair_.types[0].data(), 0);
+  put(a.data(), cut->first, nullptr, pair_.type_a);
+  put(pair_.ids[1].data(), pair_.ids[1].size(), pair_.types[1].data(), 0);
+  put(b.data(), cut->second, nullptr, pair_.type_b);
+  put(pair_.ids[2].data(), pair_.ids[2].size(), pair_.types[2].data(), 0);
+  return cut->truncated ? PairOutcome::kTruncated : PairOutcome::kKept;
 }
 
 }  // namespace bertserve::tokenizer

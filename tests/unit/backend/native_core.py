@@ -11,6 +11,9 @@ from serving.launcher import native
 
 CORE = native.LIBRARY.parent / "libbertserve_core.so"
 I64 = ctypes.POINTER(ctypes.c_int64)
+PAIR_STRATEGIES = {"longest_first": 0, "only_second": 1}
+PAIR_STATUS = {2: "not_utf8", 3: "first_too_long"}
+Pair = tuple[list[int], list[int], bool]
 
 
 def load() -> ctypes.CDLL:
@@ -24,6 +27,13 @@ def load() -> ctypes.CDLL:
         ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_size_t), ctypes.c_size_t,
         ctypes.c_size_t, I64, ctypes.c_size_t, I64, ctypes.POINTER(ctypes.c_int8),
     ]  # fmt: skip
+    lib.bertserve_tokenizer_encode_pairs.restype = ctypes.c_int64
+    lib.bertserve_tokenizer_encode_pairs.argtypes = [
+        ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_size_t),
+        ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_size_t), ctypes.c_size_t, ctypes.c_size_t,
+        ctypes.c_int, I64, I64, ctypes.c_size_t, I64, ctypes.POINTER(ctypes.c_int8),
+    ]  # fmt: skip
+    lib.bertserve_tokenizer_pair_unsupported.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
     for f in (lib.bertserve_normalize, lib.bertserve_pretokenize):
         f.restype = ctypes.c_int64
     lib.bertserve_check_text.argtypes = [
@@ -61,6 +71,34 @@ class NativeTokenizer:
         out: list[tuple[list[int], bool] | None] = []
         for i in range(n):
             out.append(None if status[i] == 2 else (ids[offsets[i] : offsets[i + 1]].tolist(), bool(status[i])))
+        return out
+
+    def pair_unsupported(self) -> str | None:
+        message = ctypes.create_string_buffer(1024)
+        return (
+            message.value.decode()
+            if self.lib.bertserve_tokenizer_pair_unsupported(self.handle, message, 1024)
+            else None
+        )
+
+    def encode_pairs(self, pairs: list[tuple[bytes, bytes]], max_len: int, strategy: str) -> list[Pair | str]:
+        """Per pair: (ids, type ids, truncated), or "not_utf8" / "first_too_long" (only_second)."""
+        n = len(pairs)
+        firsts, seconds = [a for a, _ in pairs], [b for _, b in pairs]
+        cap = n * max_len
+        ids, types = np.zeros(cap, np.int64), np.zeros(cap, np.int64)
+        offsets, status = np.zeros(n + 1, np.int64), np.zeros(n, np.int8)
+        used = self.lib.bertserve_tokenizer_encode_pairs(
+            self.handle, (ctypes.c_char_p * n)(*firsts), (ctypes.c_size_t * n)(*map(len, firsts)),
+            (ctypes.c_char_p * n)(*seconds), (ctypes.c_size_t * n)(*map(len, seconds)), n, max_len,
+            PAIR_STRATEGIES[strategy], ids.ctypes.data_as(I64), types.ctypes.data_as(I64), cap,
+            offsets.ctypes.data_as(I64), status.ctypes.data_as(ctypes.POINTER(ctypes.c_int8)),
+        )  # fmt: skip
+        assert used >= 0, used
+        out: list[Pair | str] = []
+        for i in range(n):
+            span = slice(offsets[i], offsets[i + 1])
+            out.append(PAIR_STATUS.get(int(status[i])) or (ids[span].tolist(), types[span].tolist(), bool(status[i])))
         return out
 
 

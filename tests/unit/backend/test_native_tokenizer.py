@@ -10,6 +10,7 @@ point differs and that those account for every text that differs.
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import random
 import string
@@ -151,6 +152,7 @@ def test_multilingual_text_gives_identical_ids(hf, native):
     assert compared == len(texts) and not unexplained, unexplained[:3]
 
 
+@functools.cache  # drawn once a session: the pair tests reuse them
 def fuzz_elements() -> list[bytes]:
     """The TEXT elements of 10,500 requests from the fuzz test's own generator (420 examples x 25 requests)."""
     elements: list[bytes] = []

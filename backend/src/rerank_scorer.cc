@@ -1,0 +1,75 @@
+#include "rerank_scorer.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <future>
+
+#include "compute_pool.h"
+#include "module.h"
+#include "triton_util.h"
+
+namespace bertserve {
+namespace {
+
+class ModuleScorer : public PairScorer {
+ public:
+  ModuleScorer(const ModelSettings& s, const c10::Device& device)
+      : device_(device), threads_(s.threads), module_(Module::Load(s, device, false)) {}
+
+  void Score(const PairChunk& c, float* out) override {
+    if (device_.is_cpu()) {  // on a pool thread, which leads the forward's OpenMP team
+      std::promise<void> done;
+      SharedComputePool(threads_).Post([&]() noexcept {
+        try {
+          Forward(c, out);
+          done.set_value();
+        } catch (...) {
+          done.set_exception(std::current_exception());
+        }
+      });
+      done.get_future().get();
+      return;
+    }
+    Forward(c, out);
+  }
+
+ private:
+  void Forward(const PairChunk& c, float* out) {
+    c10::InferenceMode guard;
+    const auto options = at::TensorOptions().dtype(at::kLong);
+    auto input = [&](const std::vector<int64_t>& v) {
+      return torch::from_blob(const_cast<int64_t*>(v.data()), {c.rows, c.seq}, options).to(device_);
+    };
+    at::Tensor scores = module_->Forward({input(c.ids), input(c.mask), input(c.types)}, nullptr)
+                            .to(at::kCPU)
+                            .to(at::kFloat)
+                            .contiguous();
+    if (scores.dim() != 1 || scores.size(0) != c.rows) {
+      throw std::runtime_error("the model returned shape " + c10::str(scores.sizes()) + ", expected [" +
+                               std::to_string(c.rows) + "]");
+    }
+    std::copy_n(scores.const_data_ptr<float>(), c.rows, out);
+  }
+
+  c10::Device device_;
+  int threads_;
+  std::unique_ptr<Module> module_;
+};
+
+}  // namespace
+
+std::unique_ptr<PairScorer> PairScorer::Load(const ModelSettings& s, const std::string& device) {
+  if (s.runtime != "aoti") {
+    throw BackendError(TRITONSERVER_ERROR_INVALID_ARG,
+                       s.name + ": the rerank task loads an AOTInductor package, not " + s.runtime);
+  }
+  try {
+    return std::make_unique<ModuleScorer>(s, c10::Device(device));
+  } catch (const std::exception& e) {
+    throw BackendError(TRITONSERVER_ERROR_INTERNAL,
+                       s.name + ": cannot load " + s.artifact.string() + " on " + device + ": " + e.what());
+  }
+}
+
+}  // namespace bertserve

@@ -1,0 +1,211 @@
+"""Export for the ``rerank`` task: a cross-encoder checkpoint -> the native ``rerank`` model.
+
+Traced with ``token_type_ids`` (TorchDynamo's count of graphs and breaks goes in the compile report), exported
+with a dynamic batch and sequence, compiled by AOTInductor (fp32), loaded back and gated: its scores on the shipped
+query/document pairs against ``transformers``' own model on the same weights, max abs difference <= 1e-4.
+Quantized rerankers and the other artifact paths are not exported yet.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.export import Dim
+
+from export import cross_encoder, model_configs, native_tokenizer, tasks
+from export.checkpoint import DEFAULT_MAX_SEQ, _tokenizer
+from export.config import ExportConfig
+from export.errors import AccuracyGateError, ArtifactError, ConfigError
+from export.repository import RepositoryWriter, serialize_strings
+from export.verify import pairs as shipped_pairs
+from serving.launcher import native
+from serving.repository.artifacts import AOTI, load_module
+
+log = logging.getLogger(__name__)
+
+MODEL = "rerank"
+MAX_ABS_DIFF = 1e-4  # fp32 scores against transformers' own model on the same weights
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+WARMUP_QUERY = "what does the fox jump over"
+WARMUP_DOCUMENTS = ("The quick brown fox jumps over the lazy dog.", "Stock markets fell sharply today.")
+
+
+class ScoreGateError(AccuracyGateError):
+    def __init__(self, artifact: str, value: float, gate: float) -> None:
+        Exception.__init__(self, f"{artifact}: max abs score difference {value:.2e} is above the gate {gate}")
+        self.artifact, self.metric, self.value, self.gate = artifact, "max abs score difference", value, gate
+
+
+def example_inputs(device: str, batch: int = 2, seq: int = 16) -> tuple[torch.Tensor, ...]:
+    ids = torch.randint(1000, 2000, (batch, seq), dtype=torch.int64, device=device)
+    types = torch.zeros_like(ids)
+    types[:, seq // 2 :] = 1
+    return ids, torch.ones_like(ids), types
+
+
+def graph_breaks(module: torch.nn.Module, device: str) -> dict[str, int]:
+    explanation = torch._dynamo.explain(module)(*example_inputs(device))
+    torch._dynamo.reset()
+    return {"graphs": int(explanation.graph_count), "graph_breaks": int(explanation.graph_break_count)}
+
+
+def compile_aoti(module: torch.nn.Module, device: str, max_batch: int, max_seq: int, path: Path) -> None:
+    dims = {0: Dim("batch", min=1, max=max_batch), 1: Dim("seq", min=2, max=max_seq)}
+    with torch.no_grad():
+        ep = torch.export.export(module, example_inputs(device), dynamic_shapes=dict.fromkeys(INPUTS, dims))
+        torch._inductor.aoti_compile_and_package(ep, package_path=str(path), inductor_configs={"freezing": True})
+
+
+def gate_batches(tokenizer, max_seq: int) -> list[dict[str, torch.Tensor]]:
+    """The shipped pairs as (query, document) batches of 8, encoded as the server encodes pairs."""
+    rows = shipped_pairs()
+    out = []
+    for i in range(0, len(rows), 8):
+        a, b = zip(*rows[i : i + 8], strict=True)
+        enc = tokenizer(
+            list(a), list(b), padding=True, truncation="longest_first", max_length=max_seq, return_tensors="pt"
+        )
+        out.append({k: enc[k] for k in INPUTS})
+    return out
+
+
+def max_abs_diff(reference, artifact, batches, device: str) -> float:
+    worst = 0.0
+    with torch.inference_mode():
+        for batch in batches:
+            args = [batch[k].to(device) for k in INPUTS]
+            expected = reference(input_ids=args[0], attention_mask=args[1], token_type_ids=args[2]).logits[:, 0]
+            got = artifact(*args)
+            worst = max(worst, float((got.float().cpu() - expected.float().cpu()).abs().max()))
+    return worst
+
+
+def _checkpoint(cfg: ExportConfig, scratch: Path) -> tuple[Path, str]:
+    """(directory, source for the manifest): the seeded stand-in, or the local directory --model names."""
+    if cfg.model in ("minilm", tasks.SEEDED_CROSS_ENCODER):
+        path = cross_encoder.build_seeded(scratch / tasks.SEEDED_CROSS_ENCODER)
+        log.warning(
+            "rerank: %s is MiniLM with a seeded one-label head (seed %d): its scores are not meaningful relevance; "
+            "pass --model with a cross-encoder directory for a real reranker",
+            tasks.SEEDED_CROSS_ENCODER,
+            cross_encoder.SEED,
+        )
+        return path, f"{tasks.SEEDED_CROSS_ENCODER}: all-MiniLM-L6-v2 body, head seeded {cross_encoder.SEED}"
+    path = Path(cfg.model).expanduser().resolve()
+    if not (path / "config.json").is_file():
+        raise ConfigError(f"--model {cfg.model}: not a local Hugging Face directory (no config.json)")
+    return path, str(path)
+
+
+def run(cfg: ExportConfig) -> Path:
+    if cfg.encoder_backend != "native":
+        raise ConfigError("--task rerank is served by the native backend only (no --encoder-backend python)")
+    if set(cfg.precisions) != {"fp32"}:
+        log.info(
+            "rerank: exporting fp32 only (no quantized reranker is gated yet); --precision %s is not used",
+            ",".join(cfg.precisions),
+        )
+    with tempfile.TemporaryDirectory(prefix="bertserve-rerank-") as scratch:
+        path, source = _checkpoint(cfg, Path(scratch))
+        tasks.check("rerank", path)
+        reference = cross_encoder.load(path).to(cfg.target)
+        tokenizer = _tokenizer(path)
+        writer = RepositoryWriter(cfg.output)
+        try:
+            out = _export(cfg, writer, path, source, reference, tokenizer)
+        except BaseException:
+            writer.abort()
+            raise
+    return out
+
+
+def _export(cfg: ExportConfig, writer: RepositoryWriter, path: Path, source: str, reference, tokenizer) -> Path:
+    limit = int(reference.config.max_position_embeddings)
+    max_seq = cfg.max_seq or min(DEFAULT_MAX_SEQ, limit)
+    if max_seq > limit:
+        raise ConfigError(f"--max-seq {max_seq} is above the checkpoint's position limit {limit}")
+    module = cross_encoder.CrossEncoder(reference).eval()
+    dynamo = graph_breaks(module, cfg.target)
+    log.info("rerank: TorchDynamo sees %d graph(s), %d break(s)", dynamo["graphs"], dynamo["graph_breaks"])
+    version = writer.version_dir(MODEL)
+    artifact = version / "model.pt2"
+    try:
+        compile_aoti(module, cfg.target, cfg.max_batch, max_seq, artifact)
+        loaded = load_module(AOTI, artifact, cfg.target, cuda_graphs=False)
+    except Exception as e:
+        raise ArtifactError(f"rerank: building the aoti artifact failed: {e}") from e
+    diff = max_abs_diff(reference, loaded, gate_batches(tokenizer, max_seq), cfg.target)
+    if diff > MAX_ABS_DIFF:
+        raise ScoreGateError(f"{MODEL} aoti ({artifact.name})", diff, MAX_ABS_DIFF)
+    log.info("rerank: aoti scores within %.2e of transformers' (gate %.0e)", diff, MAX_ABS_DIFF)
+
+    tokenizer.save_pretrained(str(version / "tokenizer"))
+    spec = json.loads((version / "tokenizer" / "tokenizer.json").read_text())
+    if why := native_tokenizer.unsupported(spec) or native_tokenizer.pair_unsupported(spec):
+        raise ConfigError(f"rerank: the native tokenizer cannot encode this checkpoint's pairs: {why}")
+    labels = tasks.labels(path)
+    shape = _shape(cfg, max_seq, int(reference.config.hidden_size))
+    writer.write_config(MODEL, model_configs.rerank_config(shape, cfg.threads))
+    writer.write_warmup(
+        MODEL,
+        {
+            model_configs.WARMUP_QUERY: serialize_strings([WARMUP_QUERY]),
+            model_configs.WARMUP_DOCUMENTS: serialize_strings(list(WARMUP_DOCUMENTS)),
+        },
+    )
+    common = {
+        "source": source,
+        "target": cfg.target,
+        "max_batch": cfg.max_batch,
+        "max_seq": max_seq,
+        "hidden": int(reference.config.hidden_size),
+        "vocab_size": int(reference.config.vocab_size),
+        "torch": torch.__version__,
+    }
+    manifest: dict[str, Any] = {
+        **common,
+        "model": MODEL,
+        "task": "rerank",
+        "pooling": cross_encoder.POOLING,
+        "head": cross_encoder.HEAD,
+        "labels": {str(k): v for k, v in labels.items()},
+        "precision": "fp32",
+        "runtime": AOTI,
+        "inputs": list(INPUTS),
+        "artifacts": {AOTI: {"file": f"1/{artifact.name}"}},
+        "tokenizer": "1/tokenizer/tokenizer.json",
+        "accuracy": {AOTI: {"max_abs_score_diff": diff, "gate": MAX_ABS_DIFF}},
+        "compile_report": {"dynamo": dynamo},
+    }
+    writer.write_manifest(MODEL, manifest)
+    writer.write_index(
+        {
+            **common,
+            "task": "rerank",
+            "models": {MODEL: {"backend": native.NAME, "task": "rerank"}},
+            "ensemble_requires": {},
+        }
+    )
+    return writer.commit()
+
+
+def _shape(cfg: ExportConfig, max_seq: int, hidden: int) -> model_configs.ServingShape:
+    return model_configs.ServingShape(
+        max_batch=cfg.max_batch,
+        max_seq=max_seq,
+        hidden=hidden,
+        instances=cfg.instances,
+        kind="KIND_GPU" if cfg.target == "cuda" else "KIND_CPU",
+        max_queue_delay_us=cfg.max_queue_delay_us,
+        execution_env=str(cfg.execution_env or sys.prefix),
+        warmup_seq=len(WARMUP_QUERY.split()) + 16,
+        queue=None,
+        deadline_us=cfg.deadline_us or 1_000_000,
+        max_batch_tokens=cfg.max_batch_tokens or cfg.max_batch * max_seq,
+    )

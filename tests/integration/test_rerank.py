@@ -1,0 +1,200 @@
+"""The rerank task served natively by the real tritonserver: QUERY and DOCUMENTS in, SCORES out, equal to eager
+`transformers` on the same cross-encoder checkpoint (the seeded MiniLM cross-encoder export builds; its scores are
+not meaningful relevance, only reproducible), and each bad request refused with its own message, the server up."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import tritonclient.grpc as grpcclient
+from transformers import AutoTokenizer
+from tritonclient.utils import InferenceServerException
+
+from export import cross_encoder
+from export.repository import code_sha256
+from reliability.processes import http_status
+from tests.integration.conftest import READY_TIMEOUT_S, ROOT, start_server, stop_server, wait_ready
+
+pytestmark = pytest.mark.integration
+
+REPOSITORY = ROOT / "build" / "test-rerank-repository"
+MAX_SEQ = 128
+MAX_ABS_DIFF = 1e-4
+
+
+@pytest.fixture(scope="module")
+def rerank_repository() -> Path:
+    index = REPOSITORY / "repository.json"
+    if not (index.is_file() and json.loads(index.read_text()).get("code_sha256") == code_sha256()):
+        subprocess.run(
+            [sys.executable, "-m", "export", "--task", "rerank", "--max-batch", "8", "--max-seq", str(MAX_SEQ),
+             "--output", str(REPOSITORY)],
+            cwd=ROOT, check=True,
+        )  # fmt: skip
+    return REPOSITORY
+
+
+@pytest.fixture(scope="module")
+def server(rerank_repository, tmp_path_factory):
+    log_path = tmp_path_factory.mktemp("rerank") / "tritonserver.log"
+    srv = start_server(rerank_repository, log_path)
+    try:
+        wait_ready(srv.http_url, srv.process, READY_TIMEOUT_S)
+        yield srv
+    finally:
+        stop_server(srv)
+        sys.stderr.write(f"\n----- tritonserver log -----\n{srv.log()[-5000:]}\n")
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    c = grpcclient.InferenceServerClient(server.grpc_url)
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The same checkpoint as export built (same seed), in eager transformers."""
+    path = cross_encoder.build_seeded(tmp_path_factory.mktemp("ce") / "ce")
+    return cross_encoder.load(path), AutoTokenizer.from_pretrained(str(path))
+
+
+def rerank(client, query: bytes, documents: list[bytes], **parameters) -> np.ndarray:
+    q = grpcclient.InferInput("QUERY", [1, 1], "BYTES")
+    q.set_data_from_numpy(np.array([[query]], dtype=np.object_))
+    d = grpcclient.InferInput("DOCUMENTS", [1, len(documents)], "BYTES")
+    d.set_data_from_numpy(np.array([documents], dtype=np.object_))
+    result = client.infer("rerank", [q, d], parameters=parameters or None)
+    return result.as_numpy("SCORES").reshape(-1)
+
+
+def eager(reference, query: str, documents: list[str], truncation: str) -> np.ndarray:
+    model, tok = reference
+    enc = tok([query] * len(documents), documents, padding=True, truncation=truncation, max_length=MAX_SEQ,
+              return_tensors="pt")  # fmt: skip
+    with torch.inference_mode():
+        return model(**enc).logits[:, 0].float().numpy()
+
+
+def corpus() -> list[str]:
+    lines = (ROOT / "loadtest/data/corpus.txt").read_text().splitlines()
+    return [line for line in lines if line.strip() and not line.startswith("#")]
+
+
+def test_served_scores_equal_eager_transformers(client, reference):
+    texts = corpus()
+    long_document = " ".join(texts[:40])  # past max_seq: cut as longest_first / only_second cut it
+    cases = [(texts[i], texts[i + 1 : i + 33] + [long_document]) for i in (0, 50, 100)]
+    compared = 0
+    for truncation in ("longest_first", "only_second"):
+        for query, documents in cases:
+            served = rerank(client, query.encode(), [d.encode() for d in documents], truncation=truncation)
+            expected = eager(reference, query, documents, truncation)
+            assert served.shape == (len(documents),)
+            assert np.abs(served - expected).max() <= MAX_ABS_DIFF, (truncation, query)
+            compared += len(documents)
+    assert compared == 2 * 3 * 33
+    # a long query cut with its documents (longest_first)
+    query = " ".join(texts[:30])
+    served = rerank(client, query.encode(), [texts[0].encode(), long_document.encode()])
+    assert np.abs(served - eager(reference, query, [texts[0], long_document], "longest_first")).max() <= MAX_ABS_DIFF
+
+
+def test_the_rerank_client_gets_the_same_scores_and_errors(server, client):
+    from serving.client import InvalidInput, RerankClient
+
+    docs = corpus()[:8]
+    with RerankClient(server.grpc_url, timeout_s=30) as rc:
+        scores = rc.rerank("a question", docs, truncation="only_second")
+        assert np.array_equal(scores, rerank(client, b"a question", [d.encode() for d in docs]))
+        with pytest.raises(InvalidInput, match="DOCUMENTS element 1: TEXT is empty"):
+            rc.rerank("a question", ["fine", " "])
+
+
+def test_scores_do_not_depend_on_the_other_documents(client):
+    docs = [t.encode() for t in corpus()[:20]]
+    together = rerank(client, b"where is the nearest station", docs)
+    alone = np.array([rerank(client, b"where is the nearest station", [d])[0] for d in docs[:5]])
+    assert np.abs(together[:5] - alone).max() <= MAX_ABS_DIFF
+
+
+@pytest.mark.parametrize(
+    ("query", "documents", "parameters", "message"),
+    [
+        (b"q", [b"fine", b" \t"], {}, "DOCUMENTS element 1: TEXT is empty"),
+        (b"\xff", [b"fine"], {}, "QUERY: TEXT is not valid UTF-8 (byte 0: b'\\xff')"),
+        (b"q", [b"fine"], {"truncation": "only_first"}, 'truncation must be longest_first or only_second, got "only_first"'),
+        (b"q", [b"fine"], {"truncate": "maybe"}, "truncate must be true or false"),
+        (b"q", [b"x" * (64 * 1024 + 1)], {}, "DOCUMENTS is 65541 bytes: more than 1 element(s) of at most 65536"),
+        (b"q", [b"x" * (64 * 1024 + 1), b"y"], {}, "DOCUMENTS element 0: TEXT element is 65537 bytes; the limit"),
+        (b"word " * 200, [b"fine"], {"truncation": "only_second"}, "QUERY fills the max length of 128 tokens"),
+        (b"q", [b"word " * 200], {"truncate": False}, "QUERY and DOCUMENTS element 0 are longer than the max length"),
+        (b"q", [b"d"] * 1025, {}, "DOCUMENTS holds 1025 elements; the limit is 1024"),
+    ],
+)  # fmt: skip
+def test_a_bad_request_is_refused_with_its_reason(client, server, query, documents, parameters, message):
+    with pytest.raises(InferenceServerException) as e:
+        rerank(client, query, documents, **parameters)
+    assert e.value.status() == "StatusCode.INVALID_ARGUMENT", e.value
+    assert message in e.value.message(), e.value.message()
+    assert http_status(f"http://{server.http_url}/v2/health/ready") == 200
+
+
+def test_a_request_without_documents_is_refused(client):
+    q = grpcclient.InferInput("QUERY", [1, 1], "BYTES")
+    q.set_data_from_numpy(np.array([[b"q"]], dtype=np.object_))
+    with pytest.raises(InferenceServerException) as e:
+        client.infer("rerank", [q])
+    assert "DOCUMENTS" in e.value.message()
+
+
+def post(server, path: str, body: dict) -> tuple[int, object]:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"http://{server.gateway_url}{path}", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_tei_rerank_route_ranks_by_the_models_scores(server, reference):
+    texts = corpus()
+    query, documents = texts[3], texts[10:26]
+    logits = eager(reference, query, documents, "longest_first")
+    status, ranks = post(server, "/rerank", {"query": query, "texts": documents, "return_text": True})
+    assert status == 200, ranks
+    assert [r["index"] for r in ranks] == sorted(range(len(documents)), key=lambda i: -logits[i])
+    for r in ranks:
+        assert abs(r["score"] - 1 / (1 + np.exp(-logits[r["index"]]))) <= MAX_ABS_DIFF
+        assert r["text"] == documents[r["index"]]
+    status, raw = post(server, "/rerank", {"query": query, "texts": documents, "raw_scores": True})
+    assert status == 200 and all(abs(r["score"] - logits[r["index"]]) <= MAX_ABS_DIFF for r in raw)
+    assert "text" not in raw[0]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"query": "q", "texts": []}, "`texts` cannot be empty"),
+        ({"query": "q", "texts": ["fine", ""]}, "'texts[1]' is an empty string"),
+        ({"query": "", "texts": ["fine"]}, "'query' is an empty string"),
+        ({"query": "q", "texts": ["word " * 200]}, "QUERY and DOCUMENTS element 0 are longer than the max length"),
+        ({"query": "q", "texts": ["fine"], "truncation_direction": "Left"}, "truncation_direction=Left"),
+        ({"query": "q"}, "'texts': Field required"),
+    ],
+)
+def test_tei_rerank_route_refuses_bad_input_with_422(server, body, message):
+    status, error = post(server, "/rerank", body)
+    assert status == 422 and message in error["error"], error
