@@ -24,7 +24,7 @@ from export.errors import AccuracyGateError, ExportError
 from export.progress import Steps
 from export.report import table
 from export.repository import RepositoryWriter, serialize_strings
-from export.verify import Accuracy, Verifier, calibration_batches
+from export.verify import RETRIEVAL_MIN, Accuracy, Retrieval, Verifier, calibration_batches
 from serving.launcher import native
 from serving.repository.artifacts import AOTI, EXPORTED_PROGRAM, FILENAMES, ONNX, PATHS, RUNTIME_PREFERENCE, TORCHSCRIPT
 
@@ -45,6 +45,8 @@ class Variant:
     rewrites: tuple[str, ...] = ()  # graph rewrites applied before export (export.fusion)
     built: dict[str, dict[str, Any]] = field(default_factory=dict)
     eager_accuracy: Accuracy | None = None
+    eager_retrieval: Retrieval | None = None  # the recipe's eager module on the retrieval set (int8)
+    retrieval: Retrieval | None = None  # the served artifact on the retrieval set: it decides whether bert may serve it
     runtime: str = ""
     latency_ms: float = float("inf")
     runner: art.Runner | None = field(default=None, repr=False)
@@ -64,12 +66,14 @@ def _eager_runner(module: nn.Module, device: str) -> art.Runner:
 
 
 def _int8_variant(cfg: ExportConfig, encoder: nn.Module, verifier: Verifier, calib: list) -> Variant:
-    """Try the int8 recipes fastest first; the first that passes the accuracy gate ships."""
+    """Try the int8 recipes fastest first; the first that passes the accuracy gate and the retrieval gate ships,
+    else the first that passes the accuracy gate ships as bert_int8 (and may not serve bert)."""
     from export import quantize
 
     recipes = [quantize.get_recipe(cfg.int8_recipe)] if cfg.int8_recipe else list(quantize.RECIPES)
     recipes = [r for r in recipes if cfg.target in r.devices]  # e.g. CPU-only quantized kernels cannot serve CUDA
     failures: list[AccuracyGateError] = []
+    fallback: Variant | None = None
     for recipe in recipes:
         module = recipe.apply(encoder, calib).eval()
         try:
@@ -78,8 +82,16 @@ def _int8_variant(cfg: ExportConfig, encoder: nn.Module, verifier: Verifier, cal
             log.warning("%s", e)
             failures.append(e)
             continue
-        log.info("int8 recipe %s passes: min cosine %.4f", recipe.name, acc.min_cosine)
-        return Variant("int8", module, recipe.paths, recipe=recipe.name, eager_accuracy=acc)
+        ret = verifier.retrieval(_eager_runner(module, cfg.target))
+        log.info("int8 recipe %s passes: min cosine %.4f; retrieval %s", recipe.name, acc.min_cosine, ret)
+        variant = Variant("int8", module, recipe.paths, recipe=recipe.name, eager_accuracy=acc, eager_retrieval=ret)
+        if ret.passed:
+            return variant
+        log.warning("%s", "; ".join(map(str, ret.failures(f"int8 recipe {recipe.name} (eager)"))))
+        fallback = fallback or variant
+    if fallback is not None:
+        log.warning("no int8 recipe passes the retrieval gate: %s ships as bert_int8 only", fallback.recipe)
+        return fallback
     best = max(failures, key=lambda e: e.value, default=None)
     raise AccuracyGateError(
         f"int8 (no recipe passed: {', '.join(r.name for r in recipes) or 'none applies'})",
@@ -173,15 +185,23 @@ def run(cfg: ExportConfig) -> Path:
         with steps.step("encoder + fp32 reference"):
             encoder = Encoder(ckpt.model).to(cfg.target).eval()
             verifier = Verifier(
-                _eager_runner(encoder, cfg.target), ckpt.tokenizer, max_seq, batch=min(8, cfg.max_batch)
+                _eager_runner(encoder, cfg.target),
+                ckpt.tokenizer,
+                max_seq,
+                batch=min(8, cfg.max_batch),
+                max_batch=cfg.max_batch,
             )
             dynamo = art.graph_breaks(encoder, cfg.target)
         with steps.step("quantize / cast"):
             variants = _variants(cfg, encoder, verifier, ckpt, max_seq)
-        steps.bar.total = 5 + sum(len(v.paths - cfg.skip) for v in variants)
+        steps.bar.total = 6 + sum(len(v.paths - cfg.skip) for v in variants)
         not_built = []
         for v in variants:
             not_built += _build(cfg, v, writer.version_dir(v.staging_name), max_seq, verifier, steps)
+        with steps.step("retrieval gate"):
+            for v in variants:
+                v.retrieval = verifier.retrieval(v.runner)
+                log.info("%s (%s) on the retrieval set: %s", v.precision, v.runtime, v.retrieval)
         with steps.step("rank latency"):
             latency = serving_choice.batch1_latency_ms({v.precision: v.runner for v in variants})
             for v in variants:
@@ -212,7 +232,12 @@ def _encoder_backend(cfg: ExportConfig, v: Variant) -> str:
 
 
 def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, steps) -> dict[str, Any]:
-    choice = serving_choice.choose({v.precision: v.latency_ms for v in variants}, cfg.serve)
+    refused = {
+        v.precision: v.retrieval.failures(f"{v.staging_name} {v.runtime}")[0]
+        for v in variants
+        if v.retrieval is not None and not v.retrieval.passed
+    }
+    choice = serving_choice.choose({v.precision: v.latency_ms for v in variants}, cfg.serve, refused)
     served = next(v for v in variants if v.precision == choice.precision)
     log.info("bert serves %s: %s", choice.precision, choice.reason)
     names = {v.precision: ("bert" if v is served else v.staging_name) for v in variants}
@@ -241,6 +266,7 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
         "not_applicable": [{**n, "model": names[n["model"].removeprefix("bert_")]} for n in not_built],
         "latency_ms": {names[v.precision]: round(v.latency_ms, 3) for v in variants},
         "served": {"precision": choice.precision, "reason": choice.reason},
+        "retrieval": {names[v.precision]: _retrieval_entry(v) for v in variants},
         "runtime": {names[v.precision]: v.runtime for v in variants},
         "autotune": {names[v.precision]: v.tuning or {"ran": False} for v in variants},
         "steps_seconds": steps.seconds,
@@ -277,6 +303,7 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
                 "accuracy": {
                     **({"eager": v.eager_accuracy.as_dict()} if v.eager_accuracy else {}),
                     **{p: {k: e[k] for k in ("min_cosine", "mean_cosine", "spearman")} for p, e in v.built.items()},
+                    "retrieval": _retrieval_entry(v),
                 },
                 "latency_ms_batch1": round(v.latency_ms, 3),
                 "autotune": v.tuning or {"ran": False},
@@ -318,6 +345,14 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
         }
     )
     return report
+
+
+def _retrieval_entry(v: Variant) -> dict[str, Any]:
+    """The retrieval gate's figures: the served artifact's (and the int8 recipe's eager module's), and the floors."""
+    entry: dict[str, Any] = {"artifact": v.runtime, **(v.retrieval.as_dict() if v.retrieval else {})}
+    if v.eager_retrieval is not None:
+        entry["eager"] = v.eager_retrieval.as_dict()
+    return {**entry, "gate": RETRIEVAL_MIN}
 
 
 def _write_native_embed(writer, shape, served: Variant, common: dict, tokenizer_json: Path, threads: int) -> None:
