@@ -68,11 +68,14 @@ def choose(
         raise next(iter(refused.values()))
     if forced is not None:
         return Choice(forced, f"export --serve {forced}")
+    if not refused:
+        return _by_latency(latency_ms)
+    why = "; ".join(f"{p} may not serve bert: {e}" for p, e in sorted(refused.items()))
+    if len(latency_ms) == 1:
+        only = next(iter(latency_ms))
+        return Choice(only, f"{only} is the only precision that passed the retrieval gate; {why}")
     choice = _by_latency(latency_ms)
-    if refused:
-        why = "; ".join(f"{p} may not serve bert: {e}" for p, e in sorted(refused.items()))
-        return Choice(choice.precision, f"{choice.reason}; {why}")
-    return choice
+    return Choice(choice.precision, f"{choice.reason}; {why}")
 
 
 def _by_latency(latency_ms: dict[str, float]) -> Choice:

@@ -83,6 +83,7 @@ def test_a_precision_that_fails_the_retrieval_gate_does_not_serve_bert():
     choice = choose({"fp32": 2.0, "int8": 1.0}, refused={"int8": failed})
     assert choice.precision == "fp32"
     assert "int8 may not serve bert" in choice.reason and "nn_agreement 0.94500" in choice.reason
+    assert "fp32 is the only precision that passed the retrieval gate" in choice.reason
     with pytest.raises(AccuracyGateError, match="retrieval nn_agreement"):
         choose({"fp32": 2.0, "int8": 1.0}, forced="int8", refused={"int8": failed})
     with pytest.raises(AccuracyGateError):
