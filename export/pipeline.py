@@ -24,7 +24,7 @@ from export.errors import AccuracyGateError, ExportError
 from export.progress import Steps
 from export.report import table
 from export.repository import RepositoryWriter, serialize_strings
-from export.verify import Accuracy, Verifier, calibration_batches
+from export.verify import RETRIEVAL_MIN, Accuracy, Retrieval, Verifier, calibration_batches
 from serving.launcher import native
 from serving.repository.artifacts import AOTI, EXPORTED_PROGRAM, FILENAMES, ONNX, PATHS, RUNTIME_PREFERENCE, TORCHSCRIPT
 
@@ -45,6 +45,7 @@ class Variant:
     rewrites: tuple[str, ...] = ()  # graph rewrites applied before export (export.fusion)
     built: dict[str, dict[str, Any]] = field(default_factory=dict)
     eager_accuracy: Accuracy | None = None
+    retrieval: Retrieval | None = None  # the served artifact on the retrieval set: it decides whether bert may serve it
     runtime: str = ""
     latency_ms: float = float("inf")
     runner: art.Runner | None = field(default=None, repr=False)
@@ -64,7 +65,8 @@ def _eager_runner(module: nn.Module, device: str) -> art.Runner:
 
 
 def _int8_variant(cfg: ExportConfig, encoder: nn.Module, verifier: Verifier, calib: list) -> Variant:
-    """Try the int8 recipes fastest first; the first that passes the accuracy gate ships."""
+    """Try the int8 recipes fastest first; the first that passes the accuracy gate ships. (The retrieval gate, on
+    the built artifact, decides whether it serves bert: no recipe is known to pass it that another fails.)"""
     from export import quantize
 
     recipes = [quantize.get_recipe(cfg.int8_recipe)] if cfg.int8_recipe else list(quantize.RECIPES)
@@ -173,15 +175,23 @@ def run(cfg: ExportConfig) -> Path:
         with steps.step("encoder + fp32 reference"):
             encoder = Encoder(ckpt.model).to(cfg.target).eval()
             verifier = Verifier(
-                _eager_runner(encoder, cfg.target), ckpt.tokenizer, max_seq, batch=min(8, cfg.max_batch)
+                _eager_runner(encoder, cfg.target),
+                ckpt.tokenizer,
+                max_seq,
+                batch=min(8, cfg.max_batch),
+                max_batch=cfg.max_batch,
             )
             dynamo = art.graph_breaks(encoder, cfg.target)
         with steps.step("quantize / cast"):
             variants = _variants(cfg, encoder, verifier, ckpt, max_seq)
-        steps.bar.total = 5 + sum(len(v.paths - cfg.skip) for v in variants)
+        steps.bar.total = 6 + sum(len(v.paths - cfg.skip) for v in variants)
         not_built = []
         for v in variants:
             not_built += _build(cfg, v, writer.version_dir(v.staging_name), max_seq, verifier, steps)
+        with steps.step("retrieval gate"):
+            for v in variants:
+                v.retrieval = verifier.retrieval(v.runner)
+                log.info("%s (%s) on the retrieval set: %s", v.precision, v.runtime, v.retrieval)
         with steps.step("rank latency"):
             latency = serving_choice.batch1_latency_ms({v.precision: v.runner for v in variants})
             for v in variants:
@@ -212,7 +222,12 @@ def _encoder_backend(cfg: ExportConfig, v: Variant) -> str:
 
 
 def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, steps) -> dict[str, Any]:
-    choice = serving_choice.choose({v.precision: v.latency_ms for v in variants}, cfg.serve)
+    refused = {
+        v.precision: v.retrieval.failures(f"{v.staging_name} {v.runtime}")[0]
+        for v in variants
+        if v.retrieval is not None and not v.retrieval.passed
+    }
+    choice = serving_choice.choose({v.precision: v.latency_ms for v in variants}, cfg.serve, refused)
     served = next(v for v in variants if v.precision == choice.precision)
     log.info("bert serves %s: %s", choice.precision, choice.reason)
     names = {v.precision: ("bert" if v is served else v.staging_name) for v in variants}
@@ -241,6 +256,7 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
         "not_applicable": [{**n, "model": names[n["model"].removeprefix("bert_")]} for n in not_built],
         "latency_ms": {names[v.precision]: round(v.latency_ms, 3) for v in variants},
         "served": {"precision": choice.precision, "reason": choice.reason},
+        "retrieval": {names[v.precision]: _retrieval_entry(v) for v in variants},
         "runtime": {names[v.precision]: v.runtime for v in variants},
         "autotune": {names[v.precision]: v.tuning or {"ran": False} for v in variants},
         "steps_seconds": steps.seconds,
@@ -277,6 +293,7 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
                 "accuracy": {
                     **({"eager": v.eager_accuracy.as_dict()} if v.eager_accuracy else {}),
                     **{p: {k: e[k] for k in ("min_cosine", "mean_cosine", "spearman")} for p, e in v.built.items()},
+                    "retrieval": _retrieval_entry(v),
                 },
                 "latency_ms_batch1": round(v.latency_ms, 3),
                 "autotune": v.tuning or {"ran": False},
@@ -328,6 +345,11 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
         }
     )
     return report
+
+
+def _retrieval_entry(v: Variant) -> dict[str, Any]:
+    """The retrieval gate's figures on the artifact the precision serves, and the floors."""
+    return {"artifact": v.runtime, **(v.retrieval.as_dict() if v.retrieval else {}), "gate": RETRIEVAL_MIN}
 
 
 def _write_native_embed(writer, shape, served: Variant, common: dict, tokenizer_json: Path, threads: int) -> None:

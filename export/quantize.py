@@ -196,7 +196,12 @@ def _is_ffn_output(name: str) -> bool:
     return name.endswith(".output.dense") and not name.endswith(".attention.output.dense")
 
 
-def smooth_and_split(model: nn.Module, calibration: Calibration, alpha: float = SMOOTHQUANT_ALPHA) -> nn.Module:
+def smooth_and_split(
+    model: nn.Module,
+    calibration: Calibration,
+    alpha: float = SMOOTHQUANT_ALPHA,
+    outlier_channels: int = OUTLIER_CHANNELS,
+) -> nn.Module:
     """fp32 rewrite before int8: every Linear smoothed, except the FFN outputs, which split their outliers.
 
     Smoothing the FFN output's input (a few huge GELU channels on [CLS]) moves the range into weight
@@ -206,7 +211,7 @@ def smooth_and_split(model: nn.Module, calibration: Calibration, alpha: float = 
     stats = input_absmax(model, list(linears), calibration)
     for name, linear in linears.items():
         if _is_ffn_output(name):
-            replace_submodule(model, name, _outlier_split(name, linear, stats[name]))
+            replace_submodule(model, name, _outlier_split(name, linear, stats[name], outlier_channels))
         else:
             replace_submodule(model, name, SmoothedLinear(linear, smoothing_scale(stats[name], linear.weight, alpha)))
     return model
@@ -226,11 +231,18 @@ def _dynamic_perchannel_fp32_outliers(model: nn.Module, calibration: Calibration
     return _quantize_dynamic(model, mains)
 
 
-def _torchao_int8(model: nn.Module, targets: set[str]) -> nn.Module:
-    """torchao int8 GEMMs: per-token symmetric dynamic activations, per-channel weights."""
-    from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
+def _torchao_int8(model: nn.Module, targets: set[str], asymmetric: frozenset[str] = frozenset()) -> nn.Module:
+    """torchao int8 GEMMs: per-token dynamic activations (symmetric, or asymmetric for the ``asymmetric`` ones: a
+    zero point per token, corrected by the weight's row sums), per-channel symmetric weights."""
+    from torchao.quantization import Int8DynamicActivationInt8WeightConfig, MappingType, quantize_
 
-    quantize_(model, Int8DynamicActivationInt8WeightConfig(), filter_fn=lambda _, fqn: fqn in targets)
+    for mapping, names in (
+        (MappingType.SYMMETRIC, targets - asymmetric),
+        (MappingType.ASYMMETRIC, targets & asymmetric),
+    ):
+        if names:
+            config = Int8DynamicActivationInt8WeightConfig(act_mapping_type=mapping)
+            quantize_(model, config, filter_fn=lambda _, fqn, names=names: fqn in names)
     return model
 
 
@@ -241,7 +253,8 @@ def _torchao_int8_dynamic_fp32_outliers(model: nn.Module, calibration: Calibrati
 
 def _torchao_int8_smoothquant(model: nn.Module, calibration: Calibration) -> nn.Module:
     model = smooth_and_split(model, calibration)
-    return _torchao_int8(model, set(_quantizable_linears(model)))
+    linears = set(_quantizable_linears(model))
+    return _torchao_int8(model, linears, asymmetric=frozenset(linears))
 
 
 def _pt2e_x86_smoothquant(model: nn.Module, calibration: Calibration) -> nn.Module:
@@ -309,7 +322,7 @@ _SMOOTHQUANT, _TORCHAO_OUTLIERS, _DYNAMIC_OUTLIERS = (
         name="torchao_int8_smoothquant",
         paths=frozenset({EXPORTED_PROGRAM, AOTI}),
         description=(
-            f"torchao int8 per-token activations, per-channel weights; SmoothQuant (alpha {SMOOTHQUANT_ALPHA}) "
+            f"torchao int8 per-token asymmetric activations, per-channel weights; SmoothQuant (alpha {SMOOTHQUANT_ALPHA}) "
             f"on every Linear but the FFN outputs, which keep their {OUTLIER_CHANNELS} largest input channels fp32"
         ),
         build=_torchao_int8_smoothquant,

@@ -27,6 +27,13 @@ def table(report: dict[str, Any]) -> str:
             for shapes, c in tuning["gemm_classes"].items():
                 library = f", library {c['library_ms']:.4f} ms" if c["library_ms"] is not None else ""
                 lines.append(f"  {c['gemms']} x {shapes}: {c['winner']} {c['winner_ms']:.4f} ms{library}")
+    lines.append(f"{'model':<12} {'retrieval on':<17} {'texts':>6} {'nn agree':>9} {'recall@10':>9} {'min cos':>9}")
+    for model, r in report.get("retrieval", {}).items():
+        verdict = "passes" if r.get("passed") else "FAILS: may not serve bert"
+        lines.append(
+            f"{model:<12} {r['artifact']:<17} {r['texts']:>6} {r['nn_agreement']:>9.4f} {r['recall_at_10']:>9.4f} "
+            f"{r['min_cosine']:>9.5f} {verdict}"
+        )
     for model, ms in report["latency_ms"].items():
         lines.append(f"{model}: {ms:.2f} ms, batch 1, median over 16 and 64 tokens ({report['runtime'][model]})")
     return "\n".join(lines)

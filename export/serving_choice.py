@@ -1,8 +1,9 @@
 """Which precision ``bert`` serves: a rule a user can read, from a timing that other load does not decide.
 
-The rule: ``bert`` serves the lowest precision that passed its accuracy gate (int8, then fp16, then fp32: a lower
+The rule: ``bert`` serves the lowest precision that passed its accuracy gates (int8, then fp16, then fp32: a lower
 precision exists to be faster), unless another precision measured at least ``MARGIN`` faster at batch 1;
-``export --serve PRECISION`` overrides both. The timing interleaves the precisions round by round and keeps, per
+``export --serve PRECISION`` overrides both. A precision that failed the retrieval gate (export/verify.py) is
+exported as ``bert_<precision>`` but never serves ``bert``, not even with ``--serve``. The timing interleaves the precisions round by round and keeps, per
 precision and length, the fastest round's median: load from other processes only ever adds time, so the least
 disturbed round is the closest to the artifact's own cost (one median over every call served fp32 on one export
 and int8 on the next on the same busy box).
@@ -16,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+from export.errors import AccuracyGateError
 
 PREFERENCE = ("int8", "fp16", "fp32")
 MARGIN = 0.10
@@ -50,10 +53,32 @@ class Choice:
     reason: str
 
 
-def choose(latency_ms: dict[str, float], forced: str | None = None) -> Choice:
-    """The precision ``bert`` serves, and why, in words a user reads in the manifest and the export report."""
+def choose(
+    latency_ms: dict[str, float], forced: str | None = None, refused: dict[str, AccuracyGateError] | None = None
+) -> Choice:
+    """The precision ``bert`` serves, and why, in words a user reads in the manifest and the export report.
+
+    ``refused``: the precisions that failed the retrieval gate, with that failure, which is raised when ``forced``
+    is one of them or no precision is left."""
+    refused = refused or {}
+    if forced in refused:
+        raise refused[forced]
+    latency_ms = {p: ms for p, ms in latency_ms.items() if p not in refused}
+    if not latency_ms:
+        raise next(iter(refused.values()))
     if forced is not None:
         return Choice(forced, f"export --serve {forced}")
+    if not refused:
+        return _by_latency(latency_ms)
+    why = "; ".join(f"{p} may not serve bert: {e}" for p, e in sorted(refused.items()))
+    if len(latency_ms) == 1:
+        only = next(iter(latency_ms))
+        return Choice(only, f"{only} is the only precision that passed the retrieval gate; {why}")
+    choice = _by_latency(latency_ms)
+    return Choice(choice.precision, f"{choice.reason}; {why}")
+
+
+def _by_latency(latency_ms: dict[str, float]) -> Choice:
     preferred = min(latency_ms, key=PREFERENCE.index)
     fastest = min(latency_ms, key=lambda p: latency_ms[p])
     if fastest != preferred and latency_ms[fastest] <= (1 - MARGIN) * latency_ms[preferred]:

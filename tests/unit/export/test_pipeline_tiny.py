@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from export import checkpoint
+from export import checkpoint, retrieval_set
 from export.config import ExportConfig
 from export.encoder import Encoder
 from export.errors import AccuracyGateError
@@ -42,6 +42,10 @@ def test_every_artifact_path_is_built_verified_and_gated(repo):
     assert report["dynamo"] == {"graphs": 1, "graph_breaks": 0}
     aoti = next(a for a in report["artifacts"] if a["path"] == AOTI)
     assert aoti["generated_kernels"] > 0
+    retrieval = manifest["accuracy"]["retrieval"]  # the served artifact searched the retrieval set as eager did
+    assert retrieval["artifact"] == AOTI and retrieval["texts"] == len(retrieval_set.load()) and retrieval["passed"]
+    assert retrieval["nn_agreement"] >= 0.98 and retrieval["recall_at_10"] >= 0.98, retrieval
+    assert report["retrieval"] == {"bert": retrieval}
 
 
 def test_generated_configs_round_trip_through_the_schema(repo):
