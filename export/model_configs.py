@@ -107,22 +107,28 @@ def _shedding(shape: ServingShape) -> dict[str, Any]:
     return {**_batching(shape), "default_queue_policy": queue_policy(shape.queue)}
 
 
+# The Python `tokenizer` model's inputs and outputs. TEXT_PAIR (the second text of each pair, for a cross-encoder:
+# serving/python_backend/pairs.py) and token_type_ids are its own: the native tokenizer model serves single texts.
+TOKENIZER_INPUTS = [
+    {"name": "TEXT", "data_type": "TYPE_STRING", "dims": [1]},
+    {"name": "TEXT_PAIR", "data_type": "TYPE_STRING", "dims": [1], "optional": True},
+]
+TOKENIZER_OUTPUTS = [
+    {"name": "input_ids", "data_type": "TYPE_INT64", "dims": [-1]},
+    {"name": "attention_mask", "data_type": "TYPE_INT64", "dims": [-1]},
+    {"name": "token_type_ids", "data_type": "TYPE_INT64", "dims": [-1]},
+    {"name": "truncated", "data_type": "TYPE_BOOL", "dims": [1]},
+]
+PAIR_ONLY = {"TEXT_PAIR", "token_type_ids"}
+
+
 def tokenizer_config(shape: ServingShape) -> dict[str, Any]:
     return {
         "name": "tokenizer",
         "backend": "python",
         "max_batch_size": shape.max_batch,
-        "input": [
-            {"name": "TEXT", "data_type": "TYPE_STRING", "dims": [1]},
-            # The second text of each pair, for a cross-encoder (serving/python_backend/pairs.py).
-            {"name": "TEXT_PAIR", "data_type": "TYPE_STRING", "dims": [1], "optional": True},
-        ],
-        "output": [
-            {"name": "input_ids", "data_type": "TYPE_INT64", "dims": [-1]},
-            {"name": "attention_mask", "data_type": "TYPE_INT64", "dims": [-1]},
-            {"name": "token_type_ids", "data_type": "TYPE_INT64", "dims": [-1]},
-            {"name": "truncated", "data_type": "TYPE_BOOL", "dims": [1]},
-        ],
+        "input": TOKENIZER_INPUTS,
+        "output": TOKENIZER_OUTPUTS,
         # No queue policy: it would turn off the batcher's prefetch, and a request then waits up to tritonserver
         # 2.51's 500 ms poll whenever it finds the instance busy. The encoder behind it (the bottleneck) sheds.
         "dynamic_batching": _batching(shape),
@@ -139,10 +145,17 @@ def tokenizer_config(shape: ServingShape) -> dict[str, Any]:
 
 
 def native_tokenizer_config(shape: ServingShape) -> dict[str, Any]:
-    """`tokenizer` in the native backend (its manifest's runtime is "none"): the Python model's inputs, outputs,
-    batching and warm-up, tokenized on Triton's instance thread with no stub process."""
+    """`tokenizer` in the native backend (its manifest's runtime is "none"): the Python model's inputs, outputs
+    (single texts: no TEXT_PAIR, no token_type_ids), batching and warm-up, tokenized on Triton's instance thread
+    with no stub process."""
     config = tokenizer_config(shape)
-    return {**config, "backend": "bertserve", "parameters": _params(max_seq=str(shape.max_seq))}
+    return {
+        **config,
+        "backend": "bertserve",
+        "input": [t for t in TOKENIZER_INPUTS if t["name"] not in PAIR_ONLY],
+        "output": [t for t in TOKENIZER_OUTPUTS if t["name"] not in PAIR_ONLY],
+        "parameters": _params(max_seq=str(shape.max_seq)),
+    }
 
 
 def bert_config(

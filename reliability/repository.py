@@ -10,7 +10,7 @@ from pathlib import Path
 
 from google.protobuf import json_format
 
-from export.model_configs import QueuePolicy, parse, queue_policy, render
+from export.model_configs import TOKENIZER_INPUTS, TOKENIZER_OUTPUTS, QueuePolicy, parse, queue_policy, render
 from export.repository import SERVING_MODELS, file_hashes
 from serving.launcher import native
 from serving.repository.manifest import MANIFEST, REPOSITORY_INDEX, sha256
@@ -72,7 +72,7 @@ def record_config(model_dir: Path) -> None:
 
 def python_tokenizer_copy(src: Path, dst: Path) -> Path:
     """A linked copy of src whose `tokenizer` runs in a Python-backend stub, as export writes it where the native
-    tokenizer cannot reproduce the checkpoint's: the stub-death runs need a stub to kill."""
+    tokenizer cannot reproduce the checkpoint's, text pairs included: the stub-death runs need a stub to kill."""
     linked_copy(src, dst)
     model_dir = dst / "tokenizer"
     config = json_format.MessageToDict(
@@ -81,6 +81,7 @@ def python_tokenizer_copy(src: Path, dst: Path) -> Path:
     if config["backend"] == "python":
         return dst
     config["backend"] = "python"
+    config["input"], config["output"] = TOKENIZER_INPUTS, TOKENIZER_OUTPUTS  # text pairs too
     config["parameters"]["EXECUTION_ENV_PATH"] = {"string_value": sys.prefix}
     replace_file(model_dir / "config.pbtxt", render(config).encode())
     shutil.copyfile(SERVING_MODELS / "tokenizer.py", model_dir / "1" / "model.py")

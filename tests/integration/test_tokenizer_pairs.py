@@ -1,5 +1,6 @@
 """The Python `tokenizer` model's text pairs through the real tritonserver: TEXT and TEXT_PAIR in, ids and
-token_type_ids equal to the fast tokenizer's for `[CLS] A [SEP] B [SEP]`, cut as `truncation` says."""
+token_type_ids equal to the fast tokenizer's for `[CLS] A [SEP] B [SEP]`, cut as `truncation` says. The default
+export serves `tokenizer` natively (single texts), so these run on a copy whose tokenizer is the Python model."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import tritonclient.grpc as grpcclient
 from tokenizers import Tokenizer
 from tritonclient.utils import InferenceServerException
 
+from reliability import processes
+from reliability.repository import python_tokenizer_copy
 from tests.integration.conftest import NATIVE_ONLY
 
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(NATIVE_ONLY, reason="the Python stub is not served")]
@@ -18,6 +21,13 @@ def _strings(name: str, values: list[bytes]) -> grpcclient.InferInput:
     tensor = grpcclient.InferInput(name, [len(values), 1], "BYTES")
     tensor.set_data_from_numpy(np.array([[v] for v in values], dtype=np.object_))
     return tensor
+
+
+@pytest.fixture(scope="module")
+def triton_server(exported_repository, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("pairs")
+    with processes.running(python_tokenizer_copy(exported_repository, tmp / "repo"), tmp / "server.log") as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
