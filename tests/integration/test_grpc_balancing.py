@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -67,7 +68,15 @@ class LoopbackDNS(threading.Thread):
 
 
 def _served(metrics_url: str) -> float:
-    text = urllib.request.urlopen(f"http://{metrics_url}/metrics", timeout=5).read().decode()
+    # tritonserver starts its metrics service a few ms after the HTTP service that reports ready
+    for _ in range(50):
+        try:
+            text = urllib.request.urlopen(f"http://{metrics_url}/metrics", timeout=5).read().decode()
+            break
+        except urllib.error.URLError:
+            time.sleep(0.1)
+    else:
+        raise AssertionError(f"no metrics at {metrics_url} after 5 s")
     m = re.search(r'^nv_inference_request_success\{model="embed",version="1"\} (\S+)$', text, re.M)
     return float(m.group(1)) if m else 0.0
 
