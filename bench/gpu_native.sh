@@ -35,13 +35,8 @@ prepare() {
   fi
   echo "backend: built in $(($(date +%s) - start)) s, $(grep -c 'warning:' "$out/backend-build.log") warnings," \
     "$(grep -o 'CUDA: .*' "$out/backend-build.log")" | tee -a "$out/gpu.txt"
-  start=$(date +%s)
-  PYTHONPATH=/tmp/export-site timeout "${EXPORT_TIMEOUT_S:-330}" python3 -m export --execution-env "$venv" \
-    --model bert-base --target cuda --precision fp16 --max-batch 128 --max-seq 128 --instances "${INSTANCES:-1}" \
-    --max-queue-delay-us 0 --encoder-backend native --skip onnx,torchscript --output "$repo" ${EXPORT_ARGS:-} \
-    >"$out/export.log" 2>&1
-  tail -8 "$out/export.log"
-  echo "export: $(($(date +%s) - start)) s" | tee -a "$out/gpu.txt"
+  # shellcheck disable=SC2086 # EXPORT_ARGS: more options, split on spaces
+  export_bert "$repo" "$out/export.log" --precision fp16 ${EXPORT_ARGS:-} | tee -a "$out/gpu.txt"
   [ -f "$repo/repository.json" ] || return 1
   # Python's aoti_load_package segfaulted on CUDA packages on this image unless the system libstdc++ was preloaded
   # (bench/gpu_env.sh): the server once with the preload and once without tells whether the C++ loader needs it.

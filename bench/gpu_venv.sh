@@ -38,3 +38,14 @@ if [ ! -f "$venv/.ready" ]; then
 fi
 export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
 source bench/gpu_env.sh
+
+export_bert() {  # $1: repository, $2: log, then more export options: BERT-base for the native backend on CUDA
+  local dest="$1" log="$2" start=$SECONDS
+  shift 2
+  PYTHONPATH=/tmp/export-site timeout "${EXPORT_TIMEOUT_S:-330}" python3 -m export --execution-env "$venv" \
+    --model bert-base --target cuda --max-batch 128 --max-seq 128 --instances "${INSTANCES:-1}" \
+    --max-queue-delay-us 0 --encoder-backend native --skip onnx,torchscript --output "$dest" "$@" >"$log" 2>&1
+  tail -8 "$log"
+  echo "export $dest ($*): $((SECONDS - start)) s"
+  [ -f "$dest/repository.json" ]
+}

@@ -56,6 +56,9 @@ CASES = {
     # The native embed with another batcher delay, where bench/native_embed.py --delay-us serves it.
     "delay-16": Case("embed_delay", "fixed", 16),
     "delay-corpus": Case("embed_delay", "corpus"),
+    # The native tokenizer model: the same texts, read, tokenized and answered with no batching and no device, so
+    # its throughput is what tritonserver's frontend and the client deliver on this host: a ceiling for embed's.
+    "tokenizer-corpus": Case("tokenizer", "corpus"),
 }
 
 
@@ -81,7 +84,7 @@ def run_case(
 ) -> dict[str, Any]:
     case, batch = parse_case(name)  # main checked every name
     binary, libdir = ensure_perf_analyzer(args.build)
-    pool = build_pool(case.config(args.seed), "text" if case.model.startswith("embed") else "tokens")
+    pool = build_pool(case.config(args.seed), "tokens" if case.model == "bert" else "text")
     data = work / f"{name}-input.json"
     data.write_text(json.dumps(perf_analyzer_input_data(pool)), encoding="utf-8")
 

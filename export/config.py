@@ -12,7 +12,7 @@ from export.tasks import TASKS
 from serving import options
 from serving.options import option
 
-PRECISIONS = ("fp32", "fp16", "int8")
+PRECISIONS = ("fp32", "fp16", "int8", "fp8")
 TARGETS = ("cpu", "cuda")
 ENCODER_BACKENDS = ("native", "python")
 ENV_PREFIX = "BERTSERVE_EXPORT_"
@@ -44,7 +44,7 @@ class ExportConfig:
     target: str = option("cpu", "cpu or cuda")
     precisions: tuple[str, ...] = option(
         (),
-        "comma-separated, from fp32,fp16,int8 (empty: by target)",
+        "comma-separated, from fp32,fp16,int8,fp8 (fp8: CUDA, compute capability 8.9 on; empty: by target)",
         flag="--precision",
         shown=f"{','.join(DEFAULT_PRECISIONS['cpu'])} on cpu; {','.join(DEFAULT_PRECISIONS['cuda'])} on cuda",
     )
@@ -137,6 +137,8 @@ class ExportConfig:
                 raise ConfigError(f"unknown precision {p!r}; choose from {', '.join(PRECISIONS)}")
         if "fp16" in self.precisions and self.target == "cpu":
             raise ConfigError("fp16 needs --target cuda (this CPU path has no fast fp16 kernels)")
+        if "fp8" in self.precisions and self.target == "cpu":
+            raise ConfigError("fp8 needs --target cuda (a GPU with fp8 tensor cores: Ada, Hopper or later)")
         if len(set(self.precisions)) != len(self.precisions):
             raise ConfigError(f"precision listed twice: {','.join(self.precisions)}")
         if self.serve is not None and self.serve not in self.precisions:

@@ -17,10 +17,10 @@ import torch
 from torch import nn
 
 from export import artifacts as art
-from export import autotune, checkpoint, fusion, model_configs, native_tokenizer, serving_choice
+from export import autotune, checkpoint, fp8, fusion, model_configs, native_tokenizer, serving_choice
 from export.config import DEFAULT_DEADLINE_US, ExportConfig
 from export.encoder import Encoder
-from export.errors import AccuracyGateError, ExportError
+from export.errors import AccuracyGateError, ConfigError, ExportError
 from export.progress import Steps
 from export.report import table
 from export.repository import RepositoryWriter, serialize_strings
@@ -158,6 +158,12 @@ def _variants(cfg: ExportConfig, encoder: nn.Module, verifier: Verifier, ckpt, m
                 log.info("fp16: the FFN GELUs run as cuBLASLt GEMM epilogues (ONNX keeps them apart)")
                 rewrites = ("gelu_epilogue",)
             out.append(Variant("fp16", module, ALL_PATHS - {TORCHSCRIPT}, rewrites=rewrites))
+        elif p == "fp8":
+            if why := fp8.unsupported(cfg.target):
+                raise ConfigError(why)
+            # torch.export and AOTInductor take _scaled_mm; ONNX and TorchScript have no fp8 GEMM to map it to
+            module = fp8.quantize(copy.deepcopy(encoder))
+            out.append(Variant("fp8", module, frozenset({EXPORTED_PROGRAM, AOTI}), recipe=fp8.RECIPE))
         else:
             out.append(_int8_variant(cfg, encoder, verifier, calibration_batches(ckpt.tokenizer, max_seq)))
     return out

@@ -1,6 +1,6 @@
 """Which precision ``bert`` serves: a rule a user can read, from a timing that other load does not decide.
 
-The rule: ``bert`` serves the lowest precision that passed its accuracy gates (int8, then fp16, then fp32: a lower
+The rule: ``bert`` serves the lowest precision that passed its accuracy gates (int8, fp8, fp16, then fp32: a lower
 precision exists to be faster), unless another precision measured at least ``MARGIN`` faster at batch 1;
 ``export --serve PRECISION`` overrides both. A precision that failed the retrieval gate (export/verify.py) is
 exported as ``bert_<precision>`` but never serves ``bert``, not even with ``--serve``. The timing interleaves the precisions round by round and keeps, per
@@ -20,7 +20,7 @@ import torch
 
 from export.errors import AccuracyGateError
 
-PREFERENCE = ("int8", "fp16", "fp32")
+PREFERENCE = ("int8", "fp8", "fp16", "fp32")
 MARGIN = 0.10
 
 Runner = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]

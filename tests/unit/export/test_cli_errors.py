@@ -31,7 +31,7 @@ def test_bad_input_exits_1_with_a_message_and_writes_nothing(tmp_path, not_bert,
     cases = [
         (["--model", str(tmp_path / "nowhere")], "does not exist"),
         (["--model", str(not_bert)], "'gpt2' checkpoint, not 'bert'"),
-        (["--precision", "fp8"], "unknown precision 'fp8'"),
+        (["--precision", "fp4"], "unknown precision 'fp4'"),
         (["--precision", "fp16"], "fp16 needs --target cuda"),
         (["--model", str(tiny_checkpoint), "--max-seq", "100"], "above the checkpoint's position limit 64"),
     ]

@@ -55,7 +55,7 @@ def test_queue_delay_from_the_command_line_and_env(monkeypatch):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"precisions": ("fp8",)}, "unknown precision 'fp8'"),
+        ({"precisions": ("fp4",)}, "unknown precision 'fp4'"),
         ({"precisions": ("fp16",)}, "fp16 needs --target cuda"),
         ({"target": "tpu"}, "unknown target"),
         ({"precisions": ("fp32", "fp32")}, "listed twice"),

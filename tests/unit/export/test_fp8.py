@@ -1,0 +1,108 @@
+"""fp8 (e4m3, row-wise scales) on a tiny random BERT, on the CPU's reference _scaled_mm: the layer stays close to
+its Linear, the encoder to fp32, and torch.export takes it with dynamic batch and length (what AOTInductor builds
+from). Speed is measured on a GPU only (bench/gpu_chain.sh)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.export import Dim
+from transformers import BertConfig, BertModel
+
+from export import fp8
+from export.config import ExportConfig
+from export.errors import ConfigError
+from export.verify import MIN_COSINE
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
+
+
+class TinyEncoder(torch.nn.Module):
+    def __init__(self, bert: BertModel) -> None:
+        super().__init__()
+        self.bert = bert
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        hidden = self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        return F.normalize(pooled.float(), p=2.0, dim=-1)
+
+
+@pytest.fixture(scope="module")
+def encoder() -> TinyEncoder:
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=1000,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        max_position_embeddings=64,
+    )
+    return TinyEncoder(BertModel(config)).eval()
+
+
+def _batch(seed: int, batch: int, seq: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(1, 1000, (batch, seq), generator=gen)
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[-1, seq // 2 :] = 0
+    return input_ids, attention_mask
+
+
+def test_linear_stays_close_to_its_linear() -> None:
+    torch.manual_seed(1)
+    linear = torch.nn.Linear(64, 96)
+    x = torch.randn(5, 7, 64)
+    with torch.inference_mode():
+        want, got = linear(x), fp8.Float8Linear(linear)(x.to(torch.bfloat16)).float()
+    assert got.shape == want.shape
+    # e4m3 keeps 3 mantissa bits: a relative error of a few per cent per GEMM, not more
+    assert (got - want).norm() / want.norm() < 0.05
+    assert F.cosine_similarity(got.flatten(), want.flatten(), dim=0) > 0.998
+
+
+def test_quantize_rows_round_trips_each_rows_range() -> None:
+    x = torch.tensor([[1.0, -2.0, 0.5], [1000.0, 3.0, -1000.0], [0.0, 0.0, 0.0]])
+    q, scale = fp8.quantize_rows(x)
+    assert q.dtype == fp8.FP8 and scale.shape == (3, 1)
+    assert (q.float() * scale).abs().amax(dim=1).tolist() == pytest.approx([2.0, 1000.0, 0.0])  # row max exact
+    assert torch.isfinite(scale).all()
+
+
+def test_linear_refuses_shapes_the_gemm_cannot_take() -> None:
+    with pytest.raises(ValueError, match="divisible by 16"):
+        fp8.Float8Linear(torch.nn.Linear(64, 10))
+
+
+def test_quantized_encoder_keeps_the_embeddings(encoder) -> None:
+    quantized = fp8.quantize(copy.deepcopy(encoder))
+    assert not any(isinstance(m, torch.nn.Linear) for m in quantized.modules())
+    assert any(isinstance(m, fp8.Float8Linear) for m in quantized.modules())
+    assert any(isinstance(m, torch.nn.Linear) for m in encoder.modules()), "the original must stay untouched"
+    inputs = _batch(3, 4, 20)
+    with torch.inference_mode():
+        cosine = F.cosine_similarity(quantized(*inputs), encoder(*inputs), dim=-1)
+    assert cosine.min() >= MIN_COSINE["fp8"]
+
+
+def test_torch_export_takes_dynamic_batch_and_length(encoder) -> None:
+    quantized = fp8.quantize(copy.deepcopy(encoder))
+    batch, seq = Dim("batch", min=1, max=8), Dim("seq", min=2, max=32)
+    program = torch.export.export(quantized, _batch(5, 2, 16), dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq}))
+    ops = {str(n.target) for n in program.graph.nodes if n.op == "call_function"}
+    assert "aten._scaled_mm.default" in ops
+    other = _batch(6, 3, 24)
+    with torch.inference_mode():
+        torch.testing.assert_close(program.module()(*other), quantized(*other))
+
+
+def test_fp8_needs_a_cuda_target() -> None:
+    with pytest.raises(ConfigError, match="fp8 needs --target cuda"):
+        ExportConfig(target="cpu", precisions=("fp32", "fp8"))
+    assert fp8.unsupported("cpu") == "fp8 needs --target cuda"
+    assert ExportConfig(target="cuda", precisions=("fp16", "fp8")).precisions == ("fp16", "fp8")
