@@ -2,6 +2,7 @@
 fp16 autotuned, fp8, ...) timed at the same shapes, with what its export measured.
 
     python -m bench.chain --repositories fp16=build/r1,fp16-tuned=build/r2,fp8=build/r3 --shapes 1x128,32x128
+    python -m bench.chain --build fp16,fp8,fp8-ffn --model bert-base   # compiled here, gates aside
 
 Each time is a median of CUDA-graph replays (the served runtime replays graphs too), the variants interleaved
 round by round with the order rotated, so that drift falls on all alike. Beside each: the ratio of its sequences
@@ -13,10 +14,12 @@ Writes ``chain.json`` under ``--output-dir``.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import logging
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,11 +59,55 @@ def export_facts(model_dir: Path) -> dict[str, Any]:
     }
 
 
-def run(variants: dict[str, Path], shapes: list[tuple[int, int]], rounds: int) -> dict[str, Any]:
+def from_repositories(variants: dict[str, Path]) -> dict[str, Callable[..., torch.Tensor]]:
     models = {}
     for label, repo in variants.items():
         manifest = read(repo / "bert")
         models[label] = load_module(AOTI, repo / "bert" / manifest["artifacts"][AOTI]["file"], "cuda", cuda_graphs=True)
+    return models
+
+
+def _fp16(encoder: torch.nn.Module) -> torch.nn.Module:
+    from export import fusion
+
+    module = copy.deepcopy(encoder).half()
+    fusion.fuse_gelu_epilogues(module)
+    return module
+
+
+def built(model: str, precisions: list[str], work: Path) -> tuple[dict[str, Callable[..., torch.Tensor]], dict]:
+    """Each precision's package compiled here as export compiles it, its gates aside: what a precision would gain
+    whether or not export lets it ship; and its retrieval figures against eager fp32 (export/verify.py)."""
+    from export import artifacts, checkpoint, fp8
+    from export.encoder import Encoder
+    from export.verify import Verifier
+
+    ckpt = checkpoint.load(model)
+    encoder = Encoder(ckpt.model).cuda().eval()
+    modules = {
+        "fp16": lambda: _fp16(encoder),
+        "fp8": lambda: fp8.quantize(copy.deepcopy(encoder)),
+        "fp8-ffn": lambda: fp8.quantize(copy.deepcopy(encoder), fp8.ffn_only),
+    }
+
+    def eager(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():
+            return encoder(ids.cuda(), mask.cuda()).float().cpu()
+
+    verifier = Verifier(eager, ckpt.tokenizer, 128, batch=8, max_batch=128)
+    work.mkdir(parents=True, exist_ok=True)
+    models, gates = {}, {}
+    for p in precisions:
+        path = work / f"{p}.pt2"
+        artifacts.compile_aoti(artifacts.export_program(modules[p](), "cuda", 128, 128), path)
+        models[p] = load_module(AOTI, path, "cuda", cuda_graphs=True)
+        runner = artifacts.load_runner(AOTI, path, "cuda")
+        gates[p] = {"sentences": verifier.score(runner).as_dict(), "retrieval": verifier.retrieval(runner).as_dict()}
+        log.info("%s: %s", p, gates[p])
+    return models, gates
+
+
+def run(models: dict[str, Callable[..., torch.Tensor]], shapes: list[tuple[int, int]], rounds: int) -> dict[str, Any]:
     gen = torch.Generator(device="cuda").manual_seed(0)
     inputs = {
         (b, s): (
@@ -86,9 +133,8 @@ def run(variants: dict[str, Path], shapes: list[tuple[int, int]], rounds: int) -
         for label, model in models.items():
             worst = 1.0
             for ids, mask in inputs.values():
-                worst = min(
-                    worst, F.cosine_similarity(model(ids, mask).float(), models[first](ids, mask).float()).min().item()
-                )
+                got, want = model(ids, mask).float(), models[first](ids, mask).float()
+                worst = min(worst, F.cosine_similarity(got, want).min().item())
             cosines[label] = worst
     table = []
     for b, s in shapes:
@@ -111,12 +157,11 @@ def run(variants: dict[str, Path], shapes: list[tuple[int, int]], rounds: int) -
         "torch": torch.__version__,
         "table": table,
         "cosine_vs_first": cosines,
-        "exports": {label: export_facts(repo / "bert") for label, repo in variants.items()},
     }
 
 
 def markdown(result: dict[str, Any]) -> str:
-    labels = list(result["exports"])
+    labels = list(result["cosine_vs_first"])
     lines = [f"{result['device']}, torch {result['torch']}", "", "| shape | " + " | ".join(labels) + " |"]
     lines.append("|---" * (len(labels) + 1) + "|")
     shapes = list(dict.fromkeys((row["batch"], row["seq"]) for row in result["table"]))
@@ -129,20 +174,33 @@ def markdown(result: dict[str, Any]) -> str:
             )
             + " |"
         )
-    for label, facts in result["exports"].items():
-        lines.append(f"- {label}: {json.dumps(facts)}; cosine vs {labels[0]} {result['cosine_vs_first'][label]:.5f}")
+    for label, cosine in result["cosine_vs_first"].items():
+        facts = result.get("exports", {}).get(label)
+        lines.append(f"- {label}: cosine vs {labels[0]} {cosine:.5f}" + (f"; {json.dumps(facts)}" if facts else ""))
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.chain", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repositories", required=True, help="label=repository,... (the first is the baseline)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--repositories", help="label=repository,... (the first is the baseline)")
+    source.add_argument("--build", help="precisions to compile here from --model, gates aside (fp16,fp8)")
+    parser.add_argument("--model", default="bert-base", help="the checkpoint --build compiles (export's --model)")
     parser.add_argument("--shapes", default="1x128,32x128,128x128", help="batch x tokens, comma-separated")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--output-dir", type=Path, default=Path("reports"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    result = run(_variants(args.repositories), _shapes(args.shapes), args.rounds)
+    if args.repositories:
+        variants = _variants(args.repositories)
+        result = run(from_repositories(variants), _shapes(args.shapes), args.rounds)
+        result["exports"] = {label: export_facts(repo / "bert") for label, repo in variants.items()}
+    else:
+        result = run(
+            built(args.model, args.build.split(","), args.output_dir / "chain-packages"),
+            _shapes(args.shapes),
+            args.rounds,
+        )
     args.output_dir.mkdir(parents=True, exist_ok=True)
     (args.output_dir / "chain.json").write_text(json.dumps(result, indent=2))
     sys.stdout.write(markdown(result) + "\n")

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The course's GPU chain on one CUDA GPU, each step exported, timed in-process and served, side by side:
 #   bash bench/gpu_chain.sh prepare exports inprocess served
+#   bash bench/gpu_chain.sh probe   # fp16, fp8 and fp8 on the FFN only compiled in process, gates aside
 # prepare:   bench/gpu_native.sh's (venv, backend, BERT-base fp16 untuned into build/gpu-repository)
 # exports:   fp16 with --autotune into build/gpu-repo-tuned, fp8 into build/gpu-repo-fp8, each timed
 # inprocess: python -m bench.chain over the three (served packages, CUDA-graph replays, interleaved rounds)
-# served:    bench.served on each (CASES: the corpus at 1 and 32 texts a request); on the untuned fp16 one also the
-#            native tokenizer model at the same load (tritonserver's frontend with no device work: a ceiling for
-#            one text a request) and bert at 128 tokens.
+# served:    bench.served on each (CASES: the corpus at 1 and 32 texts a request); on the untuned fp16 one also
+#            bert at 128 tokens.
+# probe:     python -m bench.chain --build: each precision compiled as export would, timed and scored against eager
+#            fp32 whether or not its gates pass (export ships none that fails).
 # Carries .whl and .gpu (`bash bench/gpu_bundle.sh`). Stages run in the order given; later calls on the same
 # machine reuse what earlier ones left in /tmp and build/.
 source bench/gpu_venv.sh
@@ -39,7 +41,7 @@ served() {
   local label repo cases
   for label in fp16 fp16-tuned fp8; do
     case $label in
-      fp16) repo=$base cases="$CASES,tokenizer-corpus@64/128/256,bert-128@256" ;;
+      fp16) repo=$base cases="$CASES,bert-128@256" ;;
       fp16-tuned) repo=$tuned cases=$CASES ;;
       fp8) repo=$fp8 cases=$CASES ;;
     esac
@@ -49,6 +51,11 @@ served() {
     timeout "${SERVED_TIMEOUT_S:-300}" "$py" -m bench.served --repository "$repo" --cases "$cases" --duration-s 3 \
       --window-ms 1500 --label "chain-$label" --output-dir "$out" 2>&1 | grep -v ' INFO ' | tail -45
   done
+}
+
+probe() {
+  PYTHONPATH=/tmp/export-site timeout "${PROBE_TIMEOUT_S:-600}" python3 -m bench.chain --build "${PROBE:-fp16,fp8,fp8-ffn}" \
+    --model bert-base --output-dir "$out" 2>&1 | grep -v ' INFO \|Warning\|warn('
 }
 
 for stage in "$@"; do

@@ -106,3 +106,14 @@ def test_fp8_needs_a_cuda_target() -> None:
         ExportConfig(target="cpu", precisions=("fp32", "fp8"))
     assert fp8.unsupported("cpu") == "fp8 needs --target cuda"
     assert ExportConfig(target="cuda", precisions=("fp16", "fp8")).precisions == ("fp16", "fp8")
+
+
+def test_ffn_only_leaves_attention_in_bf16(encoder) -> None:
+    quantized = fp8.quantize(copy.deepcopy(encoder), fp8.ffn_only)
+    fp8_names = {n for n, m in quantized.named_modules() if isinstance(m, fp8.Float8Linear)}
+    assert fp8_names == {
+        f"bert.encoder.layer.{i}.{part}.dense" for i in range(2) for part in ("intermediate", "output")
+    }
+    kept = {n for n, m in quantized.named_modules() if isinstance(m, torch.nn.Linear)}
+    assert "bert.encoder.layer.0.attention.output.dense" in kept and "bert.encoder.layer.0.attention.self.query" in kept
+    assert all(m.weight.dtype == torch.bfloat16 for m in quantized.modules() if isinstance(m, torch.nn.Linear))
