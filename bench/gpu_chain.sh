@@ -55,7 +55,7 @@ served() {
 
 probe() {
   PYTHONPATH=/tmp/export-site timeout "${PROBE_TIMEOUT_S:-600}" python3 -m bench.chain --build "${PROBE:-fp16,fp8,fp8-ffn}" \
-    --model bert-base --output-dir "$out" 2>&1 | grep -v ' INFO \|Warning\|warn('
+    --model bert-base --rounds "${ROUNDS:-5}" --output-dir "$out" 2>&1 | grep -v ' INFO \|Warning\|warn('
 }
 
 for stage in "$@"; do
