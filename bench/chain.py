@@ -196,11 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         result = run(from_repositories(variants), _shapes(args.shapes), args.rounds)
         result["exports"] = {label: export_facts(repo / "bert") for label, repo in variants.items()}
     else:
-        result = run(
-            built(args.model, args.build.split(","), args.output_dir / "chain-packages"),
-            _shapes(args.shapes),
-            args.rounds,
-        )
+        models, gates = built(args.model, args.build.split(","), args.output_dir / "chain-packages")
+        result = {**run(models, _shapes(args.shapes), args.rounds), "exports": gates}
     args.output_dir.mkdir(parents=True, exist_ok=True)
     (args.output_dir / "chain.json").write_text(json.dumps(result, indent=2))
     sys.stdout.write(markdown(result) + "\n")
