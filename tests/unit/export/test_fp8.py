@@ -10,48 +10,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch.export import Dim
-from transformers import BertConfig, BertModel
 
 from export import fp8
 from export.config import ExportConfig
 from export.errors import ConfigError
 from export.verify import MIN_COSINE
+from tests.unit.export.tiny_bert import TinyEncoder, tiny_encoder, token_batch
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
 
 
-class TinyEncoder(torch.nn.Module):
-    def __init__(self, bert: BertModel) -> None:
-        super().__init__()
-        self.bert = bert
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        hidden = self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-        return F.normalize(pooled.float(), p=2.0, dim=-1)
-
-
 @pytest.fixture(scope="module")
 def encoder() -> TinyEncoder:
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=1000,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=128,
-        max_position_embeddings=64,
-    )
-    return TinyEncoder(BertModel(config)).eval()
-
-
-def _batch(seed: int, batch: int, seq: int) -> tuple[torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(seed)
-    input_ids = torch.randint(1, 1000, (batch, seq), generator=gen)
-    attention_mask = torch.ones_like(input_ids)
-    attention_mask[-1, seq // 2 :] = 0
-    return input_ids, attention_mask
+    return tiny_encoder()
 
 
 def test_linear_stays_close_to_its_linear() -> None:
@@ -84,7 +55,7 @@ def test_quantized_encoder_keeps_the_embeddings(encoder) -> None:
     assert not any(isinstance(m, torch.nn.Linear) for m in quantized.modules())
     assert any(isinstance(m, fp8.Float8Linear) for m in quantized.modules())
     assert any(isinstance(m, torch.nn.Linear) for m in encoder.modules()), "the original must stay untouched"
-    inputs = _batch(3, 4, 20)
+    inputs = token_batch(3, 4, 20)
     with torch.inference_mode():
         cosine = F.cosine_similarity(quantized(*inputs), encoder(*inputs), dim=-1)
     assert cosine.min() >= MIN_COSINE["fp8"]
@@ -93,10 +64,12 @@ def test_quantized_encoder_keeps_the_embeddings(encoder) -> None:
 def test_torch_export_takes_dynamic_batch_and_length(encoder) -> None:
     quantized = fp8.quantize(copy.deepcopy(encoder))
     batch, seq = Dim("batch", min=1, max=8), Dim("seq", min=2, max=32)
-    program = torch.export.export(quantized, _batch(5, 2, 16), dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq}))
+    program = torch.export.export(
+        quantized, token_batch(5, 2, 16), dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq})
+    )
     ops = {str(n.target) for n in program.graph.nodes if n.op == "call_function"}
     assert "aten._scaled_mm.default" in ops
-    other = _batch(6, 3, 24)
+    other = token_batch(6, 3, 24)
     with torch.inference_mode():
         torch.testing.assert_close(program.module()(*other), quantized(*other))
 
