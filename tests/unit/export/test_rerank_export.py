@@ -42,7 +42,7 @@ def test_the_task_comes_from_the_checkpoint(tiny_reranker, tiny_checkpoint, tmp_
     assert tasks.detect(tiny_reranker) == "rerank"
     assert tasks.detect(tiny_checkpoint) == "embed"
     three = tiny_classifier(tmp_path / "three", labels=3)
-    assert tasks.detect(three) == "embed"  # a classifier, not a reranker
+    assert tasks.detect(three) == "classify"  # a classifier, not a reranker
     with pytest.raises(ConfigError, match="one label .* has 3"):
         tasks.check("rerank", three)
     with pytest.raises(ConfigError, match="needs a BertForSequenceClassification"):
@@ -50,8 +50,8 @@ def test_the_task_comes_from_the_checkpoint(tiny_reranker, tiny_checkpoint, tmp_
     assert _task(ExportConfig(model=str(tiny_reranker))) == "rerank"
     assert _task(ExportConfig(model="minilm")) == "embed"
     assert _task(ExportConfig(model=tasks.SEEDED_CROSS_ENCODER)) == "rerank"
-    with pytest.raises(ConfigError, match="unknown task 'classify'"):
-        ExportConfig(task="classify")
+    with pytest.raises(ConfigError, match="unknown task 'score'"):
+        ExportConfig(task="score")
 
 
 def test_the_seeded_cross_encoder_is_deterministic(tmp_path):
