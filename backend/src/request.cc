@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "fault.h"
+#include "response.h"
 #include "text_input.h"
 #include "triton_util.h"
 
@@ -199,34 +200,6 @@ bool Requested(TRITONBACKEND_Request* request, std::string_view name) {
   return false;
 }
 
-// One [rows, n] output of the response, copied from `data`.
-TRITONSERVER_Error* WriteOutput(TRITONBACKEND_Response* response, const char* name, TRITONSERVER_DataType dtype,
-                                const int64_t* shape, const void* data, uint64_t bytes) {
-  TRITONBACKEND_Output* output = nullptr;
-  void* buffer = nullptr;
-  TRITONSERVER_MemoryType memory = TRITONSERVER_MEMORY_CPU;
-  int64_t memory_id = 0;
-  TRITONSERVER_Error* e = TRITONBACKEND_ResponseOutput(response, &output, name, dtype, shape, 2);
-  if (e == nullptr) e = TRITONBACKEND_OutputBuffer(output, &buffer, bytes, &memory, &memory_id);
-  if (e == nullptr && memory == TRITONSERVER_MEMORY_GPU) {
-    e = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "the output buffer is in GPU memory");
-  }
-  if (e == nullptr && bytes > 0) std::memcpy(buffer, data, bytes);
-  return e;
-}
-
-// A failed output allocation: the client's fault when the output shared-memory region it registered is too small
-// for the result (tritonserver 2.51's frontends report that as INTERNAL, "... should be at least N bytes to hold
-// the results"), else the server's.
-RequestError OutputError(TRITONSERVER_Error* e) {
-  const std::string message = TRITONSERVER_ErrorMessage(e);
-  if (TRITONSERVER_ErrorCode(e) == TRITONSERVER_ERROR_INVALID_ARG ||
-      message.find("to hold the results") != std::string::npos) {
-    return RequestError{"bad_output", "the output does not fit where the request asked for it: " + message};
-  }
-  return Internal("cannot write the output: " + message);
-}
-
 // A tokenizer model's outputs: the ids and mask [rows, longest], zero-padded, and whether each text was cut.
 TRITONSERVER_Error* WriteTokenized(TRITONBACKEND_Response* response, const Pending& p) {
   const int64_t shape[2] = {p.batch.rows(), p.batch.seq()}, flag_shape[2] = {p.rows(), 1};
@@ -238,18 +211,6 @@ TRITONSERVER_Error* WriteTokenized(TRITONBACKEND_Response* response, const Pendi
                     p.truncated.size());
   }
   return e;
-}
-
-TRITONSERVER_Error_Code CodeOf(const RequestError& e) {
-  switch (e.kind) {
-    case RequestError::Kind::kInternal:
-      return TRITONSERVER_ERROR_INTERNAL;
-    case RequestError::Kind::kRefused:
-      return TRITONSERVER_ERROR_UNAVAILABLE;
-    case RequestError::Kind::kBadInput:
-      break;
-  }
-  return TRITONSERVER_ERROR_INVALID_ARG;
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "rerank_model.h"
+#include "sequence_model.h"
 
 #include <algorithm>
 #include <fstream>
@@ -11,8 +11,6 @@ namespace bertserve {
 namespace {
 
 using nlohmann::json;
-
-constexpr const char* kTask = "rerank";
 
 std::string ConfigJson(TRITONBACKEND_Model* model) {
   TRITONSERVER_Message* message = nullptr;
@@ -46,17 +44,46 @@ int64_t PositiveParameter(const json& config, const std::string& model, const ch
                      model + ": parameter " + key + " must be a positive integer, got \"" + text + "\"");
 }
 
-}  // namespace
-
-bool RerankModel::Handles(TRITONBACKEND_Model* model) {
+// The labels of a classify model: the parameter `labels`, a JSON list of names in id order, as many as the
+// LOGITS output's width.
+std::vector<std::string> Labels(const json& config, const std::string& model) {
+  std::vector<std::string> labels;
   try {
-    return Parameter(json::parse(ConfigJson(model)), "task") == kTask;
-  } catch (const json::exception&) {
-    return false;  // the embed path reports the config's error
+    const json list = json::parse(Parameter(config, "labels"));
+    for (const json& name : list) labels.push_back(name.get<std::string>());
+  } catch (const json::exception& e) {
+    throw BackendError(TRITONSERVER_ERROR_INVALID_ARG,
+                       model + ": parameter labels must be a JSON list of label names: " + e.what());
   }
+  int64_t width = -1;
+  for (const json& output : config.value("output", json::array())) {
+    if (output.value("name", "") == "LOGITS" && output.value("dims", json::array()).size() == 1) {
+      width = std::stoll(output["dims"][0].is_string() ? output["dims"][0].get<std::string>()
+                                                      : std::to_string(output["dims"][0].get<int64_t>()));
+    }
+  }
+  if (labels.size() < 2 || width != static_cast<int64_t>(labels.size())) {
+    throw BackendError(TRITONSERVER_ERROR_INVALID_ARG,
+                       model + ": the classify task needs two labels or more, as many as LOGITS' dims; the config has " +
+                           std::to_string(labels.size()) + " label(s) and LOGITS dims [" + std::to_string(width) + "]");
+  }
+  return labels;
 }
 
-std::unique_ptr<RerankModel> RerankModel::Create(TRITONBACKEND_Model* model) {
+}  // namespace
+
+std::optional<SequenceTask> SequenceModel::TaskOf(TRITONBACKEND_Model* model) {
+  try {
+    const std::string task = Parameter(json::parse(ConfigJson(model)), "task");
+    if (task == "rerank") return SequenceTask::kRerank;
+    if (task == "classify") return SequenceTask::kClassify;
+  } catch (const json::exception&) {
+    // the embed path reports the config's error
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<SequenceModel> SequenceModel::Create(TRITONBACKEND_Model* model, SequenceTask task) {
   const char* name = nullptr;
   Check(TRITONBACKEND_ModelName(model, &name), "model name");
   TRITONBACKEND_ArtifactType artifact_type;
@@ -66,14 +93,21 @@ std::unique_ptr<RerankModel> RerankModel::Create(TRITONBACKEND_Model* model) {
     throw BackendError(TRITONSERVER_ERROR_UNSUPPORTED, std::string(name) + ": the model must be on a filesystem");
   }
   const std::string config_text = ConfigJson(model);
-  auto m = std::make_unique<RerankModel>();
+  auto m = std::make_unique<SequenceModel>();
+  m->task_ = task;
   m->settings_ = ReadSettings(name, location, config_text);  // verifies the artifact and tokenizer by sha256
   const ModelSettings& s = m->settings_;
   if (!s.text()) throw BackendError(TRITONSERVER_ERROR_INVALID_ARG, s.name + ": the manifest names no tokenizer");
   const json config = json::parse(config_text);
-  m->limits_.max_documents = PositiveParameter(config, s.name, "max_documents");
-  m->pair_options_.max_seq = s.max_seq;
-  m->pair_options_.max_rows = PositiveParameter(config, s.name, "max_pairs_per_forward");
+  m->row_options_.max_seq = s.max_seq;
+  if (task == SequenceTask::kRerank) {
+    m->rerank_limits_.max_documents = PositiveParameter(config, s.name, "max_documents");
+    m->row_options_.max_rows = PositiveParameter(config, s.name, "max_pairs_per_forward");
+  } else {
+    m->labels_ = Labels(config, s.name);
+    m->classify_limits_.max_rows = std::max<int64_t>(1, s.max_batch);
+    m->row_options_.max_rows = PositiveParameter(config, s.name, "max_rows_per_forward");
+  }
 
   std::ifstream in(s.tokenizer, std::ios::binary);
   std::ostringstream text;
@@ -91,52 +125,63 @@ std::unique_ptr<RerankModel> RerankModel::Create(TRITONBACKEND_Model* model) {
     throw BackendError(TRITONSERVER_ERROR_INVALID_ARG, s.name + ": max_seq leaves no room between the special tokens");
   }
   m->metrics_ = std::make_unique<Metrics>(s.name);
-  BERTSERVE_LOG(INFO, s.name + ": rerank task, " + s.runtime + " artifact " + s.artifact.string() +
+  BERTSERVE_LOG(INFO, s.name + (task == SequenceTask::kRerank ? ": rerank task, " : ": classify task, ") + s.runtime + " artifact " + s.artifact.string() +
                           " verified; pairs tokenized natively; " + std::to_string(s.threads) +
                           " intra-op threads per forward");
   return m;
 }
 
-std::unique_ptr<RerankInstance> RerankInstance::Create(RerankModel* model, TRITONBACKEND_ModelInstance* instance) {
+std::unique_ptr<SequenceInstance> SequenceInstance::Create(SequenceModel* model, TRITONBACKEND_ModelInstance* instance) {
   TRITONSERVER_InstanceGroupKind kind;
   int32_t device_id = 0;
   Check(TRITONBACKEND_ModelInstanceKind(instance, &kind), "instance kind");
   Check(TRITONBACKEND_ModelInstanceDeviceId(instance, &device_id), "instance device");
   const bool gpu = kind == TRITONSERVER_INSTANCEGROUPKIND_GPU;
-  auto state = std::make_unique<RerankInstance>();
+  auto state = std::make_unique<SequenceInstance>();
   state->model_ = model;
   state->instance_ = instance;
-  state->scorer_ = PairScorer::Load(model->settings(), gpu ? "cuda:" + std::to_string(device_id) : "cpu");
+  state->scorer_ = RowScorer::Load(model->settings(), gpu ? "cuda:" + std::to_string(device_id) : "cpu");
   return state;
 }
 
-void RerankInstance::Execute(TRITONBACKEND_Request** requests, uint32_t count) noexcept {
+void SequenceInstance::Execute(TRITONBACKEND_Request** requests, uint32_t count) noexcept {
   for (uint32_t i = 0; i < count; ++i) {
-    RerankRequest r;
-    r.request = requests[i];
-    r.arrived_ns = NowNs();
-    Serve(r);
+    const uint64_t arrived = NowNs();
+    if (model_->task() == SequenceTask::kRerank) {
+      RerankRequest r;
+      r.request = requests[i];
+      r.arrived_ns = arrived;
+      Serve(r, model_->rerank_limits(), 1);
+    } else {
+      ClassifyRequest r(model_->labels());
+      r.request = requests[i];
+      r.arrived_ns = arrived;
+      Serve(r, model_->classify_limits(), model_->labels().size());
+    }
   }
 }
 
-void RerankInstance::Serve(RerankRequest& r) noexcept {
+template <class Request, class Limits>
+void SequenceInstance::Serve(Request& r, const Limits& limits, size_t width) noexcept {
   Metrics& metrics = model_->metrics();
   uint64_t compute_start = 0, compute_end = 0;
-  r.Read(model_->limits());
+  r.Read(limits);
   try {
     if (!r.error) {
-      PairOptions options = model_->pair_options();
+      RowOptions options = model_->row_options();
       options.truncation = r.truncation;
       options.truncate = r.truncate;
-      std::vector<PairChunk> chunks;
+      const RowTexts texts = r.texts();
+      std::vector<RowChunk> chunks;
       const uint64_t tokenize_start = NowNs();
-      r.error = EncodePairs(model_->tokenizer(), r.query, r.documents, options, &chunks);
+      r.error = EncodeRows(model_->tokenizer(), texts, options, &chunks);
       compute_start = NowNs();
       metrics.StageTime(Stage::kTokenize, static_cast<double>(compute_start - tokenize_start) * 1e-9);
       if (!r.error) {
-        r.scores.resize(r.documents.size());
-        for (const PairChunk& c : chunks) {
-          scorer_->Score(c, r.scores.data() + c.first);
+        std::vector<float>& out = r.outputs();
+        out.resize(texts.rows() * width);
+        for (const RowChunk& c : chunks) {
+          scorer_->Score(c, static_cast<int64_t>(width), out.data() + c.first * width);
           const auto real = static_cast<int64_t>(std::count(c.mask.begin(), c.mask.end(), int64_t{1}));
           metrics.Batch(c.rows, 1.0 - static_cast<double>(real) / static_cast<double>(c.rows * c.seq), real);
         }
@@ -145,7 +190,7 @@ void RerankInstance::Serve(RerankRequest& r) noexcept {
       }
     }
   } catch (const std::exception& e) {
-    r.error = RequestError{"internal", std::string("rerank forward failed: ") + e.what(), RequestError::Kind::kInternal};
+    r.error = RequestError{"internal", std::string("forward failed: ") + e.what(), RequestError::Kind::kInternal};
   }
   if (compute_start == 0) compute_start = NowNs();
   if (compute_end == 0) compute_end = compute_start;

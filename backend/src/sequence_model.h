@@ -1,55 +1,72 @@
-// The rerank task in the backend: a cross-encoder model (config parameter task: "rerank", written by
-// export/rerank.py) and its instances. QUERY and DOCUMENTS in, SCORES out; one request at a time per instance
-// (the config has no dynamic batching: a request already holds its n pairs), its pairs tokenized on the instance
-// thread and scored in forwards of at most max_pairs_per_forward rows. It does not go through the embed models'
-// scheduler: no deadline admission yet.
+// The sequence-classifier tasks in the backend: a BertForSequenceClassification served as `rerank` (one label:
+// QUERY and DOCUMENTS in, SCORES out; export/rerank.py) or `classify` (several labels: TEXT and TEXT_PAIR in,
+// LOGITS, PROBABILITIES and LABEL out; export/classify.py), picked by the config parameter `task`. One request at
+// a time per instance (the configs have no dynamic batching: a request already holds its rows), its rows
+// tokenized on the instance thread and scored in forwards of at most max_pairs_per_forward (rerank) or
+// max_rows_per_forward (classify) rows. They do not go through the embed models' scheduler: no deadline
+// admission yet.
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "classify_request.h"
 #include "metrics.h"
-#include "rerank_pairs.h"
 #include "rerank_request.h"
-#include "rerank_scorer.h"
+#include "sequence_rows.h"
+#include "sequence_scorer.h"
 #include "settings.h"
 #include "tokenizer/tokenizer.h"
 #include "triton_api.h"
 
 namespace bertserve {
 
-class RerankModel {
- public:
-  // Whether the model's config names the rerank task (else it is an embed model: model_state.h).
-  static bool Handles(TRITONBACKEND_Model* model);
-  // Reads the config and manifest, verifies the artifact and tokenizer, checks the tokenizer encodes pairs.
-  static std::unique_ptr<RerankModel> Create(TRITONBACKEND_Model* model);
+enum class SequenceTask { kRerank, kClassify };
 
+class SequenceModel {
+ public:
+  // The sequence task the model's config names, or nullopt (an embed model: model_state.h).
+  static std::optional<SequenceTask> TaskOf(TRITONBACKEND_Model* model);
+  // Reads the config and manifest, verifies the artifact and tokenizer, checks the tokenizer encodes pairs and,
+  // for classify, the labels against the outputs' width.
+  static std::unique_ptr<SequenceModel> Create(TRITONBACKEND_Model* model, SequenceTask task);
+
+  SequenceTask task() const { return task_; }
   const ModelSettings& settings() const { return settings_; }
   const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
   Metrics& metrics() { return *metrics_; }
-  const RerankLimits& limits() const { return limits_; }
-  PairOptions pair_options() const { return pair_options_; }
+  const RerankLimits& rerank_limits() const { return rerank_limits_; }
+  const ClassifyLimits& classify_limits() const { return classify_limits_; }
+  const std::vector<std::string>& labels() const { return labels_; }
+  RowOptions row_options() const { return row_options_; }
 
  private:
+  SequenceTask task_ = SequenceTask::kRerank;
   ModelSettings settings_;
-  RerankLimits limits_;
-  PairOptions pair_options_;
+  RerankLimits rerank_limits_;
+  ClassifyLimits classify_limits_;
+  std::vector<std::string> labels_;  // classify: in id order
+  RowOptions row_options_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::unique_ptr<Metrics> metrics_;
 };
 
-class RerankInstance {
+class SequenceInstance {
  public:
-  static std::unique_ptr<RerankInstance> Create(RerankModel* model, TRITONBACKEND_ModelInstance* instance);
+  static std::unique_ptr<SequenceInstance> Create(SequenceModel* model, TRITONBACKEND_ModelInstance* instance);
   // Answers every request, each alone (a bad one fails by itself). Never throws.
   void Execute(TRITONBACKEND_Request** requests, uint32_t count) noexcept;
 
  private:
-  void Serve(RerankRequest& r) noexcept;
+  // Reads, tokenizes, scores (outputs() gets `width` floats per row) and answers one request. Never throws.
+  template <class Request, class Limits>
+  void Serve(Request& r, const Limits& limits, size_t width) noexcept;
 
-  RerankModel* model_ = nullptr;
+  SequenceModel* model_ = nullptr;
   TRITONBACKEND_ModelInstance* instance_ = nullptr;
-  std::unique_ptr<PairScorer> scorer_;
+  std::unique_ptr<RowScorer> scorer_;
 };
 
 }  // namespace bertserve

@@ -1,36 +1,59 @@
-#include "rerank_pairs.h"
+#include "sequence_rows.h"
 
 #include <algorithm>
 
 namespace bertserve {
+namespace {
 
-std::optional<RequestError> EncodePairs(const tokenizer::Tokenizer& tokenizer, const std::string& query,
-                                        const std::vector<std::string>& documents, const PairOptions& o,
-                                        std::vector<PairChunk>* chunks) {
+// "QUERY" for a first text shared by every row, else "TEXT element 3" (or "TEXT" for one row).
+std::string FirstName(const RowTexts& t, size_t i) {
+  if (t.firsts.size() == 1) return t.first_name;
+  return std::string(t.first_name) + " element " + std::to_string(i);
+}
+
+std::string RowName(const RowTexts& t, size_t i) {
+  if (t.seconds.empty()) return FirstName(t, i);
+  return FirstName(t, i) + " and " + t.second_name + " element " + std::to_string(i);
+}
+
+}  // namespace
+
+std::optional<RequestError> EncodeRows(const tokenizer::Tokenizer& tokenizer, const RowTexts& t, const RowOptions& o,
+                                       std::vector<RowChunk>* chunks) {
   chunks->clear();
   const auto max_len = static_cast<size_t>(o.max_seq);
+  const size_t n = t.rows();
   std::vector<int64_t> ids, types;
-  for (size_t first = 0; first < documents.size(); first += static_cast<size_t>(o.max_rows)) {
-    const size_t end = std::min(documents.size(), first + static_cast<size_t>(o.max_rows));
+  for (size_t first = 0; first < n; first += static_cast<size_t>(o.max_rows)) {
+    const size_t end = std::min(n, first + static_cast<size_t>(o.max_rows));
     std::vector<std::vector<int64_t>> row_ids, row_types;
     size_t width = 0;
     for (size_t i = first; i < end; ++i) {
-      const tokenizer::PairOutcome outcome = tokenizer.EncodePair(query, documents[i], max_len, o.truncation, &ids, &types);
-      if (outcome == tokenizer::PairOutcome::kFirstTooLong) {
-        return RequestError{"too_long", "QUERY fills the max length of " + std::to_string(o.max_seq) +
-                                            " tokens on its own: truncation=only_second cannot cut the document " +
-                                            "enough (use longest_first or a shorter query)"};
+      const std::string& a = t.firsts[t.firsts.size() == 1 ? 0 : i];
+      bool cut = false;
+      if (t.seconds.empty()) {
+        cut = tokenizer.Encode(a, max_len, &ids);
+        types.assign(ids.size(), 0);
+      } else {
+        const tokenizer::PairOutcome outcome = tokenizer.EncodePair(a, t.seconds[i], max_len, o.truncation, &ids, &types);
+        if (outcome == tokenizer::PairOutcome::kFirstTooLong) {
+          return RequestError{"too_long", FirstName(t, i) + " fills the max length of " + std::to_string(o.max_seq) +
+                                              " tokens on its own: truncation=only_second cannot cut " +
+                                              t.second_name + " enough (use longest_first or a shorter " +
+                                              t.first_name + ")"};
+        }
+        cut = outcome == tokenizer::PairOutcome::kTruncated;
       }
-      if (outcome == tokenizer::PairOutcome::kTruncated && !o.truncate) {
-        return RequestError{"too_long", "QUERY and DOCUMENTS element " + std::to_string(i) +
-                                            " are longer than the max length of " + std::to_string(o.max_seq) +
+      if (cut && !o.truncate) {
+        return RequestError{"too_long", RowName(t, i) + (t.seconds.empty() ? " is" : " are") +
+                                            " longer than the max length of " + std::to_string(o.max_seq) +
                                             " tokens"};
       }
       width = std::max(width, ids.size());
       row_ids.push_back(ids);
       row_types.push_back(types);
     }
-    PairChunk c;
+    RowChunk c;
     c.first = first;
     c.rows = static_cast<int64_t>(end - first);
     c.seq = static_cast<int64_t>(width);

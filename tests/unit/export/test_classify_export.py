@@ -14,7 +14,7 @@ from export import classify, cross_encoder, rerank, tasks
 from export.__main__ import _task
 from export.config import ExportConfig
 from export.errors import ConfigError
-from tests.unit.export.test_rerank_export import tiny_classifier
+from tests.unit.export.test_rerank_export import drift, tiny_classifier
 
 LABELS = {0: "spam", 1: "ham", 2: "eggs"}
 
@@ -110,13 +110,7 @@ def test_the_artifact_returns_every_logit(repository, tiny):
 
 
 def test_the_gate_refuses_logits_that_differ(tiny, monkeypatch, tmp_path):
-    real = rerank.load_module
-
-    def drifting(*args, **kwargs):
-        module = real(*args, **kwargs)
-        return lambda *inputs: module(*inputs) + 1e-3
-
-    monkeypatch.setattr(rerank, "load_module", drifting)
+    drift(monkeypatch)
     cfg = ExportConfig(model=str(tiny), task="classify", max_batch=2, max_seq=16, output=tmp_path / "c")
     with pytest.raises(rerank.ScoreGateError, match="classify aoti .* above the gate"):
         classify.run(cfg)
