@@ -6,8 +6,8 @@
 rerank: 1 query x 32 documents of about 60 tokens each (shipped-corpus lines joined); embed: the same 32 documents
 as 32 texts of one request. classify: 1 short text (the corpus' first line), beside embed of that one text. The
 cases run interleaved (one call of each in turn, then the next round), so a drift of the machine touches all
-alike; each after 10 uncounted warm-up rounds. ``--short-only`` runs the one-short-text cases alone. Prints a markdown table of p50 / p99 / mean in milliseconds (the
-cases of a server that is not given are left out).
+alike; each after 10 uncounted warm-up rounds. ``--short-only`` runs the one-short-text cases alone. Prints a
+markdown table of p50 / p99 / mean in milliseconds (the cases of a server that is not given are left out).
 """
 
 from __future__ import annotations
