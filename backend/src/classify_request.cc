@@ -25,12 +25,12 @@ void ClassifyRequest::Read(const ClassifyLimits& limits) noexcept {
     if (!error && HasInput(request, "TEXT_PAIR")) {
       error = ReadStrings(request, "TEXT_PAIR", max_rows, &pair);
       if (!error && pair.size() != text.size()) {
-        error = RequestError{"bad_shape", "TEXT_PAIR holds " + std::to_string(pair.size()) + " element(s) and TEXT " +
+        error = RequestError{FailureReason::kBadShape, "TEXT_PAIR holds " + std::to_string(pair.size()) + " element(s) and TEXT " +
                                               std::to_string(text.size()) + ": one pair text per text"};
       }
     }
   } catch (const std::exception& e) {
-    error = RequestError{"internal", e.what(), RequestError::Kind::kInternal};
+    error = RequestError{FailureReason::kInternal, e.what()};
   }
 }
 

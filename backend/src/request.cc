@@ -20,7 +20,7 @@ constexpr const char* kTruncatedOutput = "TRUNCATED";
 constexpr const char* kTokensOutput = "TOKENS";
 constexpr const char* kTruncatedFlag = "truncated";  // a tokenizer model's
 
-RequestError BadShape(const std::string& message) { return {"bad_shape", message}; }
+RequestError BadShape(const std::string& message) { return {FailureReason::kBadShape, message}; }
 
 // One input of a request as Triton describes it: its type, shape and the size of its buffers.
 struct InputView {
@@ -183,7 +183,7 @@ std::optional<RequestError> ReadTruncate(TRITONBACKEND_Request* request, bool* t
       default:
         got = "a value of another type";
     }
-    return RequestError{"bad_parameter", "truncate must be true or false, got " + got};
+    return RequestError{FailureReason::kBadParameter, "truncate must be true or false, got " + got};
   }
   return std::nullopt;
 }
@@ -215,10 +215,8 @@ TRITONSERVER_Error* WriteTokenized(TRITONBACKEND_Response* response, const Pendi
 
 }  // namespace
 
-RequestError Internal(const std::string& message) { return {"internal", message, RequestError::Kind::kInternal}; }
-RequestError Unavailable(const std::string& reason, const std::string& message) {
-  return {reason, message, RequestError::Kind::kRefused};
-}
+RequestError Internal(const std::string& message) { return {FailureReason::kInternal, message}; }
+RequestError Unavailable(FailureReason reason, const std::string& message) { return {reason, message}; }
 
 void Pending::Read(const ModelSettings& s) {
   try {
@@ -240,7 +238,7 @@ void Pending::Read(const ModelSettings& s) {
       return;
     }
     if (shape[0] > 0 && shape[1] > s.max_seq) {
-      error = RequestError{"too_long", "sequence of " + std::to_string(shape[1]) +
+      error = RequestError{FailureReason::kTooLong, "sequence of " + std::to_string(shape[1]) +
                                            " tokens is longer than the max length " + std::to_string(s.max_seq)};
       return;
     }
@@ -263,7 +261,7 @@ void Pending::Tokenize(const ModelSettings& s, const tokenizer::Tokenizer& token
     truncated[i] = tokenizer.Encode(texts[i], max_len, &rows[i]) ? 1 : 0;
     width = std::max(width, rows[i].size());
     if (truncated[i] && !truncate) {
-      error = RequestError{"too_long", "TEXT is longer than the max length of " + std::to_string(s.max_seq) + " tokens"};
+      error = RequestError{FailureReason::kTooLong, "TEXT is longer than the max length of " + std::to_string(s.max_seq) + " tokens"};
       return;
     }
   }

@@ -8,7 +8,7 @@ void RerankRequest::Read(const RerankLimits& limits) noexcept {
     if (!error) error = ReadStrings(request, "QUERY", 1, &query);
     if (!error) error = ReadStrings(request, "DOCUMENTS", static_cast<uint64_t>(limits.max_documents), &documents);
   } catch (const std::exception& e) {
-    error = RequestError{"internal", e.what(), RequestError::Kind::kInternal};
+    error = RequestError{FailureReason::kInternal, e.what()};
   }
 }
 

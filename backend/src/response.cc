@@ -24,13 +24,13 @@ RequestError OutputError(TRITONSERVER_Error* e) {
   const std::string message = TRITONSERVER_ErrorMessage(e);
   if (TRITONSERVER_ErrorCode(e) == TRITONSERVER_ERROR_INVALID_ARG ||
       message.find("to hold the results") != std::string::npos) {
-    return RequestError{"bad_output", "the output does not fit where the request asked for it: " + message};
+    return RequestError{FailureReason::kBadOutput, "the output does not fit where the request asked for it: " + message};
   }
-  return RequestError{"internal", "cannot write the output: " + message, RequestError::Kind::kInternal};
+  return RequestError{FailureReason::kInternal, "cannot write the output: " + message};
 }
 
 TRITONSERVER_Error_Code CodeOf(const RequestError& e) {
-  switch (e.kind) {
+  switch (e.kind()) {
     case RequestError::Kind::kInternal:
       return TRITONSERVER_ERROR_INTERNAL;
     case RequestError::Kind::kRefused:

@@ -190,7 +190,7 @@ void SequenceInstance::Serve(Request& r, const Limits& limits, size_t width) noe
       }
     }
   } catch (const std::exception& e) {
-    r.error = RequestError{"internal", std::string("forward failed: ") + e.what(), RequestError::Kind::kInternal};
+    r.error = RequestError{FailureReason::kInternal, std::string("forward failed: ") + e.what()};
   }
   if (compute_start == 0) compute_start = NowNs();
   if (compute_end == 0) compute_end = compute_start;

@@ -37,7 +37,7 @@ std::optional<RequestError> EncodeRows(const tokenizer::Tokenizer& tokenizer, co
       } else {
         const tokenizer::PairOutcome outcome = tokenizer.EncodePair(a, t.seconds[i], max_len, o.truncation, &ids, &types);
         if (outcome == tokenizer::PairOutcome::kFirstTooLong) {
-          return RequestError{"too_long", FirstName(t, i) + " fills the max length of " + std::to_string(o.max_seq) +
+          return RequestError{FailureReason::kTooLong, FirstName(t, i) + " fills the max length of " + std::to_string(o.max_seq) +
                                               " tokens on its own: truncation=only_second cannot cut " +
                                               t.second_name + " enough (use longest_first or a shorter " +
                                               t.first_name + ")"};
@@ -45,7 +45,7 @@ std::optional<RequestError> EncodeRows(const tokenizer::Tokenizer& tokenizer, co
         cut = outcome == tokenizer::PairOutcome::kTruncated;
       }
       if (cut && !o.truncate) {
-        return RequestError{"too_long", RowName(t, i) + (t.seconds.empty() ? " is" : " are") +
+        return RequestError{FailureReason::kTooLong, RowName(t, i) + (t.seconds.empty() ? " is" : " are") +
                                             " longer than the max length of " + std::to_string(o.max_seq) +
                                             " tokens"};
       }

@@ -10,7 +10,7 @@
 namespace bertserve {
 namespace {
 
-RequestError BadShape(const std::string& message) { return {"bad_shape", message}; }
+RequestError BadShape(const std::string& message) { return {FailureReason::kBadShape, message}; }
 
 }  // namespace
 
@@ -50,7 +50,7 @@ std::optional<RequestError> ReadStrings(TRITONBACKEND_Request* request, const ch
   }
   // The elements can be no larger than the limit each, with their length prefixes: refuse a bigger input unread.
   if (byte_size > count * (kMaxTextBytes + 4)) {
-    return RequestError{"text_too_large", std::string(name) + " is " + std::to_string(byte_size) +
+    return RequestError{FailureReason::kTextTooLarge, std::string(name) + " is " + std::to_string(byte_size) +
                                               " bytes: more than " + std::to_string(count) +
                                               " element(s) of at most " + std::to_string(kMaxTextBytes) +
                                               " bytes each"};
@@ -63,8 +63,7 @@ std::optional<RequestError> ReadStrings(TRITONBACKEND_Request* request, const ch
     TRITONSERVER_MemoryType memory = TRITONSERVER_MEMORY_CPU;
     int64_t memory_id = 0;
     Check(TRITONBACKEND_InputBuffer(input, b, &buffer, &size, &memory, &memory_id), name);
-    if (memory == TRITONSERVER_MEMORY_GPU) return RequestError{"internal", std::string(name) + " is in GPU memory",
-                                                               RequestError::Kind::kInternal};
+    if (memory == TRITONSERVER_MEMORY_GPU) return RequestError{FailureReason::kInternal, std::string(name) + " is in GPU memory"};
     if (copied + size > byte_size) return BadShape(std::string(name) + " has more bytes than declared");
     if (size > 0) std::memcpy(data.data() + copied, buffer, size);
     copied += size;
@@ -109,7 +108,7 @@ std::optional<RequestError> ReadPairParameters(TaskRequest* r) {
       } else if (v == "only_second") {
         r->truncation = tokenizer::PairTruncation::kOnlySecond;
       } else {
-        return RequestError{"bad_parameter", "truncation must be longest_first or only_second, got \"" +
+        return RequestError{FailureReason::kBadParameter, "truncation must be longest_first or only_second, got \"" +
                                                  std::string(v.substr(0, 64)) + "\""};
       }
     } else if (k == "truncate") {
@@ -120,7 +119,7 @@ std::optional<RequestError> ReadPairParameters(TaskRequest* r) {
                   std::string_view(static_cast<const char*>(value)) == "false")) {
         r->truncate = std::string_view(static_cast<const char*>(value)) == "true";
       } else {
-        return RequestError{"bad_parameter", "truncate must be true or false"};
+        return RequestError{FailureReason::kBadParameter, "truncate must be true or false"};
       }
     }
   }
