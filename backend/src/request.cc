@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "fault.h"
+#include "parameters.h"
 #include "response.h"
 #include "text_input.h"
 #include "triton_util.h"
@@ -143,48 +144,6 @@ std::optional<RequestError> ReadTexts(TRITONBACKEND_Request* request, std::vecto
     }
   }
   texts->assign(elements.begin(), elements.end());
-  return std::nullopt;
-}
-
-// The `truncate` request parameter: true (the default) or false (refuse a text too long to keep), as a boolean,
-// 0 or 1, or one of "true", "false", "True", "False", "1", "0"; anything else is the client's error.
-std::optional<RequestError> ReadTruncate(TRITONBACKEND_Request* request, bool* truncate) {
-  uint32_t count = 0;
-  Check(TRITONBACKEND_RequestParameterCount(request, &count), "request parameters");
-  for (uint32_t i = 0; i < count; ++i) {
-    const char* key = nullptr;
-    TRITONSERVER_ParameterType type;
-    const void* value = nullptr;
-    Check(TRITONBACKEND_RequestParameter(request, i, &key, &type, &value), "request parameter");
-    if (key == nullptr || std::string_view(key) != "truncate" || value == nullptr) continue;
-    std::string got;
-    switch (type) {
-      case TRITONSERVER_PARAMETER_BOOL:
-        *truncate = *static_cast<const bool*>(value);
-        return std::nullopt;
-      case TRITONSERVER_PARAMETER_INT: {
-        const int64_t v = *static_cast<const int64_t*>(value);
-        if (v == 0 || v == 1) {
-          *truncate = v == 1;
-          return std::nullopt;
-        }
-        got = std::to_string(v);
-        break;
-      }
-      case TRITONSERVER_PARAMETER_STRING: {
-        const std::string_view v(static_cast<const char*>(value));
-        if (v == "true" || v == "True" || v == "1" || v == "false" || v == "False" || v == "0") {
-          *truncate = v == "true" || v == "True" || v == "1";
-          return std::nullopt;
-        }
-        got.append(1, '"').append(v.substr(0, 64)).append(1, '"');
-        break;
-      }
-      default:
-        got = "a value of another type";
-    }
-    return RequestError{FailureReason::kBadParameter, "truncate must be true or false, got " + got};
-  }
   return std::nullopt;
 }
 

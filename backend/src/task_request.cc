@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "parameters.h"
 #include "response.h"
 #include "text_input.h"
 #include "triton_util.h"
@@ -91,39 +92,20 @@ std::optional<RequestError> ReadStrings(TRITONBACKEND_Request* request, const ch
 }
 
 std::optional<RequestError> ReadPairParameters(TaskRequest* r) {
-  TRITONBACKEND_Request* request = r->request;
-  uint32_t count = 0;
-  Check(TRITONBACKEND_RequestParameterCount(request, &count), "request parameters");
-  for (uint32_t i = 0; i < count; ++i) {
-    const char* key = nullptr;
-    TRITONSERVER_ParameterType type;
-    const void* value = nullptr;
-    Check(TRITONBACKEND_RequestParameter(request, i, &key, &type, &value), "request parameter");
-    if (key == nullptr || value == nullptr) continue;
-    const std::string_view k(key);
-    if (k == "truncation") {
-      const std::string_view v = type == TRITONSERVER_PARAMETER_STRING ? static_cast<const char*>(value) : "";
-      if (v == "longest_first") {
-        r->truncation = tokenizer::PairTruncation::kLongestFirst;
-      } else if (v == "only_second") {
-        r->truncation = tokenizer::PairTruncation::kOnlySecond;
-      } else {
-        return RequestError{FailureReason::kBadParameter, "truncation must be longest_first or only_second, got \"" +
-                                                 std::string(v.substr(0, 64)) + "\""};
-      }
-    } else if (k == "truncate") {
-      if (type == TRITONSERVER_PARAMETER_BOOL) {
-        r->truncate = *static_cast<const bool*>(value);
-      } else if (type == TRITONSERVER_PARAMETER_STRING &&
-                 (std::string_view(static_cast<const char*>(value)) == "true" ||
-                  std::string_view(static_cast<const char*>(value)) == "false")) {
-        r->truncate = std::string_view(static_cast<const char*>(value)) == "true";
-      } else {
-        return RequestError{FailureReason::kBadParameter, "truncate must be true or false"};
-      }
+  TRITONSERVER_ParameterType type;
+  const void* value = nullptr;
+  if (FindParameter(r->request, "truncation", &type, &value)) {
+    const std::string_view v = type == TRITONSERVER_PARAMETER_STRING ? static_cast<const char*>(value) : "";
+    if (v == "longest_first") {
+      r->truncation = tokenizer::PairTruncation::kLongestFirst;
+    } else if (v == "only_second") {
+      r->truncation = tokenizer::PairTruncation::kOnlySecond;
+    } else {
+      return RequestError{FailureReason::kBadParameter,
+                          "truncation must be longest_first or only_second, got \"" + std::string(v.substr(0, 64)) + "\""};
     }
   }
-  return std::nullopt;
+  return ReadTruncate(r->request, &r->truncate);
 }
 
 void SendResponse(TaskRequest& r, TRITONBACKEND_ModelInstance* instance, Metrics& metrics, uint64_t compute_start_ns,
