@@ -12,17 +12,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string ConfigJson(TRITONBACKEND_Model* model) {
-  TRITONSERVER_Message* message = nullptr;
-  Check(TRITONBACKEND_ModelConfig(model, 1, &message), "model config");
-  std::unique_ptr<TRITONSERVER_Message, void (*)(TRITONSERVER_Message*)> owned(
-      message, [](TRITONSERVER_Message* m) { ErrorPtr(TRITONSERVER_MessageDelete(m)); });
-  const char* text = nullptr;
-  size_t size = 0;
-  Check(TRITONSERVER_MessageSerializeToJson(message, &text, &size), "model config JSON");
-  return std::string(text, size);
-}
-
 // A string parameter of the config, or "" when absent.
 std::string Parameter(const json& config, const char* key) {
   const json params = config.value("parameters", json::object());
@@ -74,7 +63,7 @@ std::vector<std::string> Labels(const json& config, const std::string& model) {
 
 std::optional<SequenceTask> SequenceModel::TaskOf(TRITONBACKEND_Model* model) {
   try {
-    const std::string task = Parameter(json::parse(ConfigJson(model)), "task");
+    const std::string task = Parameter(json::parse(ModelConfigJson(model)), "task");
     if (task == "rerank") return SequenceTask::kRerank;
     if (task == "classify") return SequenceTask::kClassify;
   } catch (const json::exception&) {
@@ -84,18 +73,11 @@ std::optional<SequenceTask> SequenceModel::TaskOf(TRITONBACKEND_Model* model) {
 }
 
 std::unique_ptr<SequenceModel> SequenceModel::Create(TRITONBACKEND_Model* model, SequenceTask task) {
-  const char* name = nullptr;
-  Check(TRITONBACKEND_ModelName(model, &name), "model name");
-  TRITONBACKEND_ArtifactType artifact_type;
-  const char* location = nullptr;
-  Check(TRITONBACKEND_ModelRepository(model, &artifact_type, &location), "model repository");
-  if (artifact_type != TRITONBACKEND_ARTIFACT_FILESYSTEM) {
-    throw BackendError(TRITONSERVER_ERROR_UNSUPPORTED, std::string(name) + ": the model must be on a filesystem");
-  }
-  const std::string config_text = ConfigJson(model);
+  const ModelSource source = ReadModelSource(model);
+  const std::string& config_text = source.config_json;
   auto m = std::make_unique<SequenceModel>();
   m->task_ = task;
-  m->settings_ = ReadSettings(name, location, config_text);  // verifies the artifact and tokenizer by sha256
+  m->settings_ = ReadSettings(source.name, source.location, config_text);  // verifies the artifact and tokenizer
   const ModelSettings& s = m->settings_;
   if (!s.text()) throw BackendError(TRITONSERVER_ERROR_INVALID_ARG, s.name + ": the manifest names no tokenizer");
   const json config = json::parse(config_text);
