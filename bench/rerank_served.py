@@ -1,10 +1,13 @@
-"""Rerank beside embed through running servers, concurrency 1, over gRPC:
+"""Rerank and classify beside embed through running servers, concurrency 1, over gRPC:
 
-    python -m bench.rerank_served --rerank-url 127.0.0.1:8001 --embed-url 127.0.0.1:9001 [--requests 200]
+    python -m bench.rerank_served --rerank-url 127.0.0.1:8001 --classify-url 127.0.0.1:8101 \
+        --embed-url 127.0.0.1:9001 [--requests 200]
 
 rerank: 1 query x 32 documents of about 60 tokens each (shipped-corpus lines joined); embed: the same 32 documents
-as 32 texts of one request. Each after 10 uncounted warm-up calls. Prints a markdown table of p50 / p99 / mean in
-milliseconds (a server that is not given is left out).
+as 32 texts of one request. classify: 1 short text (the corpus' first line), beside embed of that one text. The
+cases run interleaved (one call of each in turn, then the next round), so a drift of the machine touches all
+alike; each after 10 uncounted warm-up rounds. ``--short-only`` runs the one-short-text cases alone. Prints a
+markdown table of p50 / p99 / mean in milliseconds (the cases of a server that is not given are left out).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -49,37 +53,48 @@ def _bytes_input(name: str, values: list[str], shape: list[int]) -> grpcclient.I
     return tensor
 
 
-def timed_ms(call, requests: int) -> list[float]:
+def timed_ms(calls: dict[str, Callable[[], object]], requests: int) -> dict[str, list[float]]:
+    """Each case's latencies, the cases called in turn round after round."""
     for _ in range(WARMUP):
-        call()
-    times = []
+        for call in calls.values():
+            call()
+    times: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(requests):
-        start = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - start) * 1e3)
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            times[name].append((time.perf_counter() - start) * 1e3)
     return times
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rerank-url", default="")
+    parser.add_argument("--classify-url", default="")
     parser.add_argument("--embed-url", default="")
     parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--short-only", action="store_true", help="only the one-short-text cases (embed, classify)")
     args = parser.parse_args(argv)
     query, docs = documents()
-    rows = []
-    if args.rerank_url:
-        client = grpcclient.InferenceServerClient(args.rerank_url)
-        inputs = [_bytes_input("QUERY", [query], [1, 1]), _bytes_input("DOCUMENTS", docs, [1, len(docs)])]
-        rows.append(("rerank 1 x 32", timed_ms(lambda: client.infer("rerank", inputs), args.requests)))
+    calls: dict[str, Callable[[], object]] = {}
+    if args.rerank_url and not args.short_only:
+        rc = grpcclient.InferenceServerClient(args.rerank_url)
+        pairs = [_bytes_input("QUERY", [query], [1, 1]), _bytes_input("DOCUMENTS", docs, [1, len(docs)])]
+        calls["rerank 1 x 32 (~60 tokens)"] = lambda: rc.infer("rerank", pairs)
     if args.embed_url:
-        client = grpcclient.InferenceServerClient(args.embed_url)
-        inputs = [_bytes_input("TEXT", docs, [len(docs), 1])]
-        rows.append(("embed 32 texts", timed_ms(lambda: client.infer("embed", inputs), args.requests)))
-    lines = ["| case (c=1, ~60-token documents) | p50 ms | p99 ms | mean ms |", "|---|---|---|---|"]
-    for name, times in rows:
+        ec = grpcclient.InferenceServerClient(args.embed_url)
+        texts, short = [_bytes_input("TEXT", docs, [len(docs), 1])], [_bytes_input("TEXT", [query], [1, 1])]
+        if not args.short_only:
+            calls["embed 32 texts (~60 tokens)"] = lambda: ec.infer("embed", texts)
+        calls["embed 1 short text"] = lambda: ec.infer("embed", short)
+    if args.classify_url:
+        cc = grpcclient.InferenceServerClient(args.classify_url)
+        one = [_bytes_input("TEXT", [query], [1, 1])]
+        calls["classify 1 short text"] = lambda: cc.infer("classify", one)
+    lines = ["| case (c=1) | p50 ms | p99 ms | mean ms |", "|---|---|---|---|"]
+    for name, times in timed_ms(calls, args.requests).items():
         p50, p99 = np.percentile(times, [50, 99])
-        lines.append(f"| {name} | {p50:.1f} | {p99:.1f} | {statistics.fmean(times):.1f} |")
+        lines.append(f"| {name} | {p50:.2f} | {p99:.2f} | {statistics.fmean(times):.2f} |")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
 

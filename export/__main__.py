@@ -12,13 +12,15 @@ from export.quiet import quiet_third_parties
 
 
 def _task(cfg) -> str:
-    """--task, else what the checkpoint is (a named spec other than the cross-encoder's is an embedder)."""
+    """--task, else what the checkpoint is (a named spec other than a seeded classifier's is an embedder)."""
     from export import tasks
 
     if cfg.task:
         return cfg.task
     if cfg.model == tasks.SEEDED_CROSS_ENCODER:
         return "rerank"
+    if cfg.model == tasks.SEEDED_CLASSIFIER:
+        return "classify"
     path = Path(cfg.model).expanduser()
     return tasks.detect(path) if (path / "config.json").is_file() else "embed"
 
@@ -28,8 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     quiet_third_parties()
     try:
         cfg = parse_args(argv)
-        if _task(cfg) == "rerank":
+        task = _task(cfg)
+        if task == "rerank":
             from export.rerank import run  # heavy imports after the arguments are known good
+        elif task == "classify":
+            from export.classify import run
         else:
             from export.pipeline import run
         run(cfg)

@@ -34,12 +34,15 @@ class ExportConfig:
         "minilm",
         "minilm (packaged all-MiniLM-L6-v2), bert-base (BertConfig() shape, seeded weights), "
         "minilm-cross-encoder (MiniLM with a seeded one-label head: scores that are NOT meaningful relevance; "
-        "what --task rerank exports for minilm) or a local Hugging Face BERT directory",
+        "what --task rerank exports for minilm), minilm-classifier (MiniLM with a seeded three-label head: labels "
+        "that are NOT meaningful; what --task classify exports for minilm) or a local Hugging Face BERT directory",
     )
     task: str | None = option(
         None,
-        "embed (text -> embedding) or rerank (query + documents -> scores; a cross-encoder)",
-        shown="from the checkpoint: rerank for a BertForSequenceClassification with one label, else embed",
+        "embed (text -> embedding), rerank (query + documents -> scores; a cross-encoder) or classify "
+        "(text or text pair -> logits, probabilities, label; a sequence classifier)",
+        shown="from the checkpoint: a BertForSequenceClassification is rerank with one label, classify with more; "
+        "else embed",
     )
     target: str = option("cpu", "cpu or cuda")
     precisions: tuple[str, ...] = option(

@@ -1,10 +1,14 @@
-"""The cross-encoder as served: (input_ids, attention_mask, token_type_ids) of query/document pairs -> one
-relevance score per pair (the one-label head's logit, float32), and a seeded one to export and test with.
+"""A sequence classifier as served, and seeded ones to export and test with.
 
-No cross-encoder weights ship with the project and none may be downloaded. ``build_seeded`` makes a deterministic
-stand-in: the packaged MiniLM body with BERT's pooler and a one-label head drawn from a fixed seed. Its scores
-are a function of the inputs, equal wherever it runs, and that is what the tests check; they are NOT meaningful
-relevance. Point ``--model`` at a real cross-encoder directory for that.
+``Classifier``: (input_ids, attention_mask, token_type_ids) of texts or text pairs -> the head's logits, float32
+``[rows, labels]`` (the classify task). ``CrossEncoder``, the one-label case: query/document pairs -> one relevance
+score per pair (the rerank task).
+
+No classifier weights ship with the project and none may be downloaded. ``build_seeded`` makes a deterministic
+stand-in: the packaged MiniLM body with BERT's pooler and a head drawn from a fixed seed (one label: a
+cross-encoder; several: a classifier). Its outputs are a function of the inputs, equal wherever it runs, and that
+is what the tests check; they are NOT meaningful relevance or labels. Point ``--model`` at a real checkpoint
+directory for that.
 """
 
 from __future__ import annotations
@@ -24,8 +28,8 @@ POOLING = "cls"  # BERT's pooler: tanh(dense([CLS] hidden state))
 HEAD = "pooler+linear"
 
 
-class CrossEncoder(nn.Module):
-    """Wraps a BertForSequenceClassification (as ``.model``) with one label into the serving contract."""
+class Classifier(nn.Module):
+    """Wraps a BertForSequenceClassification (as ``.model``) into the serving contract: its logits, float32."""
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
@@ -35,16 +39,28 @@ class CrossEncoder(nn.Module):
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
     ) -> torch.Tensor:
         logits = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).logits
-        return logits[:, 0].float()
+        return logits.float()
 
 
-def build_seeded(out: Path, seed: int = SEED) -> Path:
-    """The packaged MiniLM body, a seeded pooler and one-label head, saved with save_pretrained (and MiniLM's
-    tokenizer) into ``out``. The same seed gives the same weights, byte for byte."""
+class CrossEncoder(Classifier):
+    """A one-label classifier as a scorer: one float32 score per pair, ``[rows]``."""
+
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
+    ) -> torch.Tensor:
+        return super().forward(input_ids, attention_mask, token_type_ids)[:, 0]
+
+
+def build_seeded(out: Path, seed: int = SEED, labels: dict[int, str] | None = None) -> Path:
+    """The packaged MiniLM body, a seeded pooler and head (one label unless ``labels`` names several), saved with
+    save_pretrained (and MiniLM's tokenizer) into ``out``. The same seed gives the same weights, byte for byte."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     transformers.logging.set_verbosity_error()  # the head's weights are new, by design
     torch.manual_seed(seed)
-    model = BertForSequenceClassification.from_pretrained(str(minilm_path()), num_labels=1)
+    named = {"id2label": labels, "label2id": {v: k for k, v in labels.items()}} if labels else {}
+    model = BertForSequenceClassification.from_pretrained(
+        str(minilm_path()), num_labels=len(labels) if labels else 1, **named
+    )
     with torch.no_grad():  # draw every weight MiniLM lacks from the seed, not from whatever init ran before
         generator = torch.Generator().manual_seed(seed)
         for module in (model.bert.pooler.dense, model.classifier):
@@ -57,6 +73,6 @@ def build_seeded(out: Path, seed: int = SEED) -> Path:
 
 
 def load(path: Path) -> BertForSequenceClassification:
-    """A local cross-encoder directory, offline, in eval mode."""
+    """A local sequence classifier directory (a cross-encoder or a classifier), offline, in eval mode."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     return BertForSequenceClassification.from_pretrained(str(path), attn_implementation="sdpa").eval()

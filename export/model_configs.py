@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -290,6 +291,42 @@ def rerank_config(shape: ServingShape, threads: int = 0) -> dict[str, Any]:
                     "QUERY": {"data_type": "TYPE_STRING", "dims": [1], "input_data_file": WARMUP_QUERY},
                     "DOCUMENTS": {"data_type": "TYPE_STRING", "dims": [2], "input_data_file": WARMUP_DOCUMENTS},
                 },
+            }
+        ],
+    }
+
+
+def classify_config(shape: ServingShape, threads: int, labels: dict[int, str]) -> dict[str, Any]:
+    """`classify`, a native model of the classify task (backend/src/classify_request.*): TEXT and an optional
+    TEXT_PAIR (one text each per row, up to max_batch rows a request) in; LOGITS and PROBABILITIES (softmax) of
+    every label and LABEL (the most probable label's name) out. The labels in id order are the parameter `labels`
+    (a JSON list). One request at a time per instance, its rows run in forwards of at most max_batch rows."""
+    names = [labels[i] for i in sorted(labels)]
+    return {
+        "name": "classify",
+        "backend": "bertserve",
+        "max_batch_size": shape.max_batch,
+        "input": [
+            {"name": "TEXT", "data_type": "TYPE_STRING", "dims": [1]},
+            {"name": "TEXT_PAIR", "data_type": "TYPE_STRING", "dims": [1], "optional": True},
+        ],
+        "output": [
+            {"name": "LOGITS", "data_type": "TYPE_FP32", "dims": [len(names)]},
+            {"name": "PROBABILITIES", "data_type": "TYPE_FP32", "dims": [len(names)]},
+            {"name": "LABEL", "data_type": "TYPE_STRING", "dims": [1]},
+        ],
+        "instance_group": [{"kind": shape.kind, "count": shape.instances}],
+        "parameters": _params(
+            task="classify",
+            threads=str(threads),
+            max_rows_per_forward=str(shape.max_batch),
+            labels=json.dumps(names),
+        ),
+        "model_warmup": [
+            {
+                "name": "one_text",
+                "batch_size": 1,
+                "inputs": {"TEXT": {"data_type": "TYPE_STRING", "dims": [1], "input_data_file": WARMUP_TEXT}},
             }
         ],
     }

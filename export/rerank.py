@@ -1,9 +1,10 @@
-"""Export for the ``rerank`` task: a cross-encoder checkpoint -> the native ``rerank`` model.
+"""Export for the ``rerank`` task: a cross-encoder checkpoint -> the native ``rerank`` model; and the path every
+sequence-classifier task shares (``SequenceTask``: rerank here, classify in export/classify.py).
 
 Traced with ``token_type_ids`` (TorchDynamo's count of graphs and breaks goes in the compile report), exported
-with a dynamic batch and sequence, compiled by AOTInductor (fp32), loaded back and gated: its scores on the shipped
-query/document pairs against ``transformers``' own model on the same weights, max abs difference <= 1e-4.
-Quantized rerankers and the other artifact paths are not exported yet.
+with a dynamic batch and sequence, compiled by AOTInductor (fp32), loaded back and gated: its outputs (scores,
+logits) on the shipped inputs against ``transformers``' own model on the same weights, max abs difference <= 1e-4.
+Quantized models of these tasks and the other artifact paths are not exported yet.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import json
 import logging
 import sys
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,16 +33,17 @@ from serving.repository.artifacts import AOTI, load_module
 log = logging.getLogger(__name__)
 
 MODEL = "rerank"
-MAX_ABS_DIFF = 1e-4  # fp32 scores against transformers' own model on the same weights
+MAX_ABS_DIFF = 1e-4  # fp32 outputs against transformers' own model on the same weights
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 WARMUP_QUERY = "what does the fox jump over"
 WARMUP_DOCUMENTS = ("The quick brown fox jumps over the lazy dog.", "Stock markets fell sharply today.")
 
 
 class ScoreGateError(AccuracyGateError):
-    def __init__(self, artifact: str, value: float, gate: float) -> None:
-        Exception.__init__(self, f"{artifact}: max abs score difference {value:.2e} is above the gate {gate}")
-        self.artifact, self.metric, self.value, self.gate = artifact, "max abs score difference", value, gate
+    def __init__(self, artifact: str, value: float, gate: float, output: str = "score") -> None:
+        metric = f"max abs {output} difference"
+        Exception.__init__(self, f"{artifact}: {metric} {value:.2e} is above the gate {gate}")
+        self.artifact, self.metric, self.value, self.gate = artifact, metric, value, gate
 
 
 def example_inputs(device: str, batch: int = 2, seq: int = 16) -> tuple[torch.Tensor, ...]:
@@ -75,90 +79,121 @@ def gate_batches(tokenizer, max_seq: int) -> list[dict[str, torch.Tensor]]:
     return out
 
 
-def max_abs_diff(reference, artifact, batches, device: str) -> float:
+def max_abs_diff(module, artifact, batches, device: str) -> float:
+    """The largest difference between the artifact's outputs and ``module``'s (transformers' own model, wrapped)."""
     worst = 0.0
     with torch.inference_mode():
         for batch in batches:
             args = [batch[k].to(device) for k in INPUTS]
-            expected = reference(input_ids=args[0], attention_mask=args[1], token_type_ids=args[2]).logits[:, 0]
-            got = artifact(*args)
+            expected, got = module(*args), artifact(*args)
             worst = max(worst, float((got.float().cpu() - expected.float().cpu()).abs().max()))
     return worst
 
 
-def _checkpoint(cfg: ExportConfig, scratch: Path) -> tuple[Path, str]:
+@dataclass(frozen=True)
+class SequenceTask:
+    """What one sequence-classifier task exports: its model (named as the task), the wrapper that is traced, the
+    gate's inputs, the config and warm-up, and the seeded checkpoint built when ``--model`` names none."""
+
+    name: str
+    wrapper: Callable[[torch.nn.Module], torch.nn.Module]
+    gate_batches: Callable[[Any, int], list[dict[str, torch.Tensor]]]
+    config: Callable[[model_configs.ServingShape, int, dict[int, str]], dict[str, Any]]
+    warmup: dict[str, bytes]
+    warmup_seq: int
+    seeded: str  # the name of the seeded checkpoint (tasks.SEEDED_*)
+    seeded_labels: dict[int, str] | None  # None: one label
+    output: str  # what the gate compares: "score" or "logit"
+
+
+RERANK = SequenceTask(
+    name=MODEL,
+    wrapper=cross_encoder.CrossEncoder,
+    gate_batches=gate_batches,
+    config=lambda shape, threads, _labels: model_configs.rerank_config(shape, threads),
+    warmup={
+        model_configs.WARMUP_QUERY: serialize_strings([WARMUP_QUERY]),
+        model_configs.WARMUP_DOCUMENTS: serialize_strings(list(WARMUP_DOCUMENTS)),
+    },
+    warmup_seq=len(WARMUP_QUERY.split()) + 16,
+    seeded=tasks.SEEDED_CROSS_ENCODER,
+    seeded_labels=None,
+    output="score",
+)
+
+
+def _checkpoint(cfg: ExportConfig, task: SequenceTask, scratch: Path) -> tuple[Path, str]:
     """(directory, source for the manifest): the seeded stand-in, or the local directory --model names."""
-    if cfg.model in ("minilm", tasks.SEEDED_CROSS_ENCODER):
-        path = cross_encoder.build_seeded(scratch / tasks.SEEDED_CROSS_ENCODER)
+    if cfg.model in ("minilm", task.seeded):
+        path = cross_encoder.build_seeded(scratch / task.seeded, labels=task.seeded_labels)
         log.warning(
-            "rerank: %s is MiniLM with a seeded one-label head (seed %d): its scores are not meaningful relevance; "
-            "pass --model with a cross-encoder directory for a real reranker",
-            tasks.SEEDED_CROSS_ENCODER,
+            "%s: %s is MiniLM with a seeded head (seed %d): its outputs are not meaningful %s; pass --model with a "
+            "checkpoint directory for a real one",
+            task.name,
+            task.seeded,
             cross_encoder.SEED,
+            "relevance" if task.seeded_labels is None else "labels",
         )
-        return path, f"{tasks.SEEDED_CROSS_ENCODER}: all-MiniLM-L6-v2 body, head seeded {cross_encoder.SEED}"
+        return path, f"{task.seeded}: all-MiniLM-L6-v2 body, head seeded {cross_encoder.SEED}"
     path = Path(cfg.model).expanduser().resolve()
     if not (path / "config.json").is_file():
         raise ConfigError(f"--model {cfg.model}: not a local Hugging Face directory (no config.json)")
     return path, str(path)
 
 
-def run(cfg: ExportConfig) -> Path:
+def run(cfg: ExportConfig, task: SequenceTask = RERANK) -> Path:
     if cfg.encoder_backend != "native":
-        raise ConfigError("--task rerank is served by the native backend only (no --encoder-backend python)")
+        raise ConfigError(f"--task {task.name} is served by the native backend only (no --encoder-backend python)")
     if set(cfg.precisions) != {"fp32"}:
         log.info(
-            "rerank: exporting fp32 only (no quantized reranker is gated yet); --precision %s is not used",
+            "%s: exporting fp32 only (no quantized model of this task is gated yet); --precision %s is not used",
+            task.name,
             ",".join(cfg.precisions),
         )
-    with tempfile.TemporaryDirectory(prefix="bertserve-rerank-") as scratch:
-        path, source = _checkpoint(cfg, Path(scratch))
-        tasks.check("rerank", path)
+    with tempfile.TemporaryDirectory(prefix=f"bertserve-{task.name}-") as scratch:
+        path, source = _checkpoint(cfg, task, Path(scratch))
+        tasks.check(task.name, path)
         reference = cross_encoder.load(path).to(cfg.target)
         tokenizer = _tokenizer(path)
         writer = RepositoryWriter(cfg.output)
         try:
-            out = _export(cfg, writer, path, source, reference, tokenizer)
+            out = _export(cfg, task, writer, path, source, reference, tokenizer)
         except BaseException:
             writer.abort()
             raise
     return out
 
 
-def _export(cfg: ExportConfig, writer: RepositoryWriter, path: Path, source: str, reference, tokenizer) -> Path:
+def _export(
+    cfg: ExportConfig, task: SequenceTask, writer: RepositoryWriter, path: Path, source: str, reference, tokenizer
+) -> Path:
     limit = int(reference.config.max_position_embeddings)
     max_seq = cfg.max_seq or min(DEFAULT_MAX_SEQ, limit)
     if max_seq > limit:
         raise ConfigError(f"--max-seq {max_seq} is above the checkpoint's position limit {limit}")
-    module = cross_encoder.CrossEncoder(reference).eval()
+    module = task.wrapper(reference).eval()
     dynamo = graph_breaks(module, cfg.target)
-    log.info("rerank: TorchDynamo sees %d graph(s), %d break(s)", dynamo["graphs"], dynamo["graph_breaks"])
-    version = writer.version_dir(MODEL)
+    log.info("%s: TorchDynamo sees %d graph(s), %d break(s)", task.name, dynamo["graphs"], dynamo["graph_breaks"])
+    version = writer.version_dir(task.name)
     artifact = version / "model.pt2"
     try:
         compile_aoti(module, cfg.target, cfg.max_batch, max_seq, artifact)
         loaded = load_module(AOTI, artifact, cfg.target, cuda_graphs=False)
     except Exception as e:
-        raise ArtifactError(f"rerank: building the aoti artifact failed: {e}") from e
-    diff = max_abs_diff(reference, loaded, gate_batches(tokenizer, max_seq), cfg.target)
+        raise ArtifactError(f"{task.name}: building the aoti artifact failed: {e}") from e
+    diff = max_abs_diff(module, loaded, task.gate_batches(tokenizer, max_seq), cfg.target)
     if diff > MAX_ABS_DIFF:
-        raise ScoreGateError(f"{MODEL} aoti ({artifact.name})", diff, MAX_ABS_DIFF)
-    log.info("rerank: aoti scores within %.2e of transformers' (gate %.0e)", diff, MAX_ABS_DIFF)
+        raise ScoreGateError(f"{task.name} aoti ({artifact.name})", diff, MAX_ABS_DIFF, task.output)
+    log.info("%s: aoti %ss within %.2e of transformers' (gate %.0e)", task.name, task.output, diff, MAX_ABS_DIFF)
 
     tokenizer.save_pretrained(str(version / "tokenizer"))
     spec = json.loads((version / "tokenizer" / "tokenizer.json").read_text())
     if why := native_tokenizer.unsupported(spec) or native_tokenizer.pair_unsupported(spec):
-        raise ConfigError(f"rerank: the native tokenizer cannot encode this checkpoint's pairs: {why}")
+        raise ConfigError(f"{task.name}: the native tokenizer cannot encode this checkpoint's pairs: {why}")
     labels = tasks.labels(path)
-    shape = _shape(cfg, max_seq, int(reference.config.hidden_size))
-    writer.write_config(MODEL, model_configs.rerank_config(shape, cfg.threads))
-    writer.write_warmup(
-        MODEL,
-        {
-            model_configs.WARMUP_QUERY: serialize_strings([WARMUP_QUERY]),
-            model_configs.WARMUP_DOCUMENTS: serialize_strings(list(WARMUP_DOCUMENTS)),
-        },
-    )
+    shape = _shape(cfg, max_seq, int(reference.config.hidden_size), task.warmup_seq)
+    writer.write_config(task.name, task.config(shape, cfg.threads, labels))
+    writer.write_warmup(task.name, task.warmup)
     common = {
         "source": source,
         "target": cfg.target,
@@ -170,8 +205,8 @@ def _export(cfg: ExportConfig, writer: RepositoryWriter, path: Path, source: str
     }
     manifest: dict[str, Any] = {
         **common,
-        "model": MODEL,
-        "task": "rerank",
+        "model": task.name,
+        "task": task.name,
         "pooling": cross_encoder.POOLING,
         "head": cross_encoder.HEAD,
         "labels": {str(k): v for k, v in labels.items()},
@@ -180,22 +215,22 @@ def _export(cfg: ExportConfig, writer: RepositoryWriter, path: Path, source: str
         "inputs": list(INPUTS),
         "artifacts": {AOTI: {"file": f"1/{artifact.name}"}},
         "tokenizer": "1/tokenizer/tokenizer.json",
-        "accuracy": {AOTI: {"max_abs_score_diff": diff, "gate": MAX_ABS_DIFF}},
+        "accuracy": {AOTI: {f"max_abs_{task.output}_diff": diff, "gate": MAX_ABS_DIFF}},
         "compile_report": {"dynamo": dynamo},
     }
-    writer.write_manifest(MODEL, manifest)
+    writer.write_manifest(task.name, manifest)
     writer.write_index(
         {
             **common,
-            "task": "rerank",
-            "models": {MODEL: {"backend": native.NAME, "task": "rerank"}},
+            "task": task.name,
+            "models": {task.name: {"backend": native.NAME, "task": task.name}},
             "ensemble_requires": {},
         }
     )
     return writer.commit()
 
 
-def _shape(cfg: ExportConfig, max_seq: int, hidden: int) -> model_configs.ServingShape:
+def _shape(cfg: ExportConfig, max_seq: int, hidden: int, warmup_seq: int) -> model_configs.ServingShape:
     return model_configs.ServingShape(
         max_batch=cfg.max_batch,
         max_seq=max_seq,
@@ -204,7 +239,7 @@ def _shape(cfg: ExportConfig, max_seq: int, hidden: int) -> model_configs.Servin
         kind="KIND_GPU" if cfg.target == "cuda" else "KIND_CPU",
         max_queue_delay_us=cfg.max_queue_delay_us,
         execution_env=str(cfg.execution_env or sys.prefix),
-        warmup_seq=len(WARMUP_QUERY.split()) + 16,
+        warmup_seq=warmup_seq,
         queue=None,
         deadline_us=cfg.deadline_us or 1_000_000,
         max_batch_tokens=cfg.max_batch_tokens or cfg.max_batch * max_seq,

@@ -3,8 +3,13 @@
 - ``embed``: a sentence embedder (BertModel, mean pooling, L2 norm): text in, one vector out (export/pipeline.py).
 - ``rerank``: a cross-encoder (BertForSequenceClassification with one label): a query and N documents in, one
   score per document out (export/rerank.py).
+- ``classify``: a sequence classifier (BertForSequenceClassification with an id2label of several labels): texts
+  (or text pairs) in, logits, probabilities and the label out (export/classify.py, through export/rerank.py's
+  path: both are a sequence classifier, rerank the one-label case).
 
 The task comes from ``--task`` or, without it, from the checkpoint's config.json.
+
+A new task touches the list in backend/README.md's "Tasks" section.
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ from pathlib import Path
 
 from export.errors import CheckpointError, ConfigError
 
-TASKS = ("embed", "rerank")
-# The seeded cross-encoder export builds when no real one is given (export/cross_encoder.py).
+TASKS = ("embed", "rerank", "classify")
+# The seeded checkpoints export builds when no real one is given (export/cross_encoder.py).
 SEEDED_CROSS_ENCODER = "minilm-cross-encoder"
+SEEDED_CLASSIFIER = "minilm-classifier"
 CROSS_ENCODER_ARCHITECTURE = "BertForSequenceClassification"
 
 
@@ -28,30 +34,41 @@ def _config(path: Path) -> dict:
 
 
 def labels(path: Path) -> dict[int, str]:
-    """The checkpoint's id2label (one label when it declares none)."""
+    """The checkpoint's id2label. Without one, ``num_labels`` LABEL_i, else transformers' default of two labels
+    (its config omits id2label when it is the default)."""
     config = _config(path)
-    id2label = config.get("id2label") or {"0": "LABEL_0"}
-    if config.get("num_labels") and not config.get("id2label"):
-        id2label = {str(i): f"LABEL_{i}" for i in range(int(config["num_labels"]))}
+    id2label = config.get("id2label")
+    if not id2label:
+        id2label = {str(i): f"LABEL_{i}" for i in range(int(config.get("num_labels") or 2))}
     return {int(k): v for k, v in id2label.items()}
 
 
 def detect(path: Path) -> str:
-    """``rerank`` for a sequence classifier with one label; ``embed`` for anything else."""
+    """``rerank`` for a sequence classifier with one label, ``classify`` with several; ``embed`` for anything else."""
     config = _config(path)
-    if CROSS_ENCODER_ARCHITECTURE in (config.get("architectures") or []) and len(labels(path)) == 1:
-        return "rerank"
+    if CROSS_ENCODER_ARCHITECTURE in (config.get("architectures") or []):
+        return "rerank" if len(labels(path)) == 1 else "classify"
     return "embed"
 
 
 def check(task: str, path: Path) -> None:
     """The checkpoint can be exported for ``task``, or a ConfigError that says why not."""
     config = _config(path)
-    if task == "rerank":
-        if CROSS_ENCODER_ARCHITECTURE not in (config.get("architectures") or []):
-            raise ConfigError(
-                f"--task rerank needs a {CROSS_ENCODER_ARCHITECTURE} checkpoint (a cross-encoder); {path} declares "
-                f"{config.get('architectures')}"
-            )
-        if (n := len(labels(path))) != 1:
-            raise ConfigError(f"--task rerank needs one label (a relevance score); {path} has {n} (classify)")
+    if task not in ("rerank", "classify"):
+        return
+    if CROSS_ENCODER_ARCHITECTURE not in (config.get("architectures") or []):
+        what = "a cross-encoder" if task == "rerank" else "a sequence classifier"
+        raise ConfigError(
+            f"--task {task} needs a {CROSS_ENCODER_ARCHITECTURE} checkpoint ({what}); {path} declares "
+            f"{config.get('architectures')}"
+        )
+    n = len(labels(path))
+    if task == "rerank" and n != 1:
+        raise ConfigError(f"--task rerank needs one label (a relevance score); {path} has {n} (classify)")
+    if task == "classify" and n < 2:
+        raise ConfigError(f"--task classify needs two labels or more in id2label; {path} has {n} (rerank)")
+    if task == "classify" and config.get("problem_type") == "multi_label_classification":
+        raise ConfigError(
+            f"--task classify serves single-label classifiers (softmax over the labels); {path} is "
+            "multi_label_classification"
+        )

@@ -1,8 +1,11 @@
-"""A small client for ``embed``: gRPC or HTTP, sync or asyncio, with deadlines and retries on UNAVAILABLE.
+"""A small client for ``embed``: gRPC or HTTP, sync or asyncio, with deadlines and retries on UNAVAILABLE; and
+for the other tasks, ``RerankClient`` (``rerank``) and ``ClassifyClient`` (``classify``).
 
     from serving.client import EmbedClient
     with EmbedClient("127.0.0.1:8001") as c:
         vectors = c.embed(["hello world"])          # float32 [n, hidden], L2-normalised
+    with ClassifyClient("127.0.0.1:8001") as c:
+        c.classify(["great film"]).labels           # ["positive"]: each text's most probable label
 
 Every server status maps to one exception hierarchy (``EmbedError``). Inference is idempotent, so UNAVAILABLE
 (server starting, restarting or shedding load) is retried with exponential backoff inside the deadline.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -189,12 +193,17 @@ class EmbedClient(_Base):
         self._types, self._client = connect(url, protocol, aio=False, timeout_s=self.timeout_s)
 
     def embed(self, texts: list[str], truncate: bool = True, timeout_s: float | None = None) -> np.ndarray:
-        deadline = time.monotonic() + (timeout_s or self.timeout_s)
         inputs = self._inputs(texts, self._types)
+        return self._infer(inputs, truncate, timeout_s).as_numpy("EMBEDDING")
+
+    def _infer(self, inputs: list[Any], truncate: bool, timeout_s: float | None, **parameters: Any) -> Any:
+        """The model's result for ``inputs``; a refusal (Unavailable) retried with backoff within the deadline."""
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
         for attempt in range(self.retries + 1):
             try:
-                result = self._client.infer(self.model, inputs, **self._kwargs(deadline - time.monotonic(), truncate))
-                return result.as_numpy("EMBEDDING")
+                kw = self._kwargs(deadline - time.monotonic(), truncate)
+                kw["parameters"].update(parameters)
+                return self._client.infer(self.model, inputs, **kw)
             except Exception as e:
                 err = map_error(e)
                 delay = self._delay(attempt, deadline) if isinstance(err, Unavailable) else None
@@ -237,24 +246,55 @@ class RerankClient(EmbedClient):
         ranks them). ``truncation``: longest_first or only_second; ``truncate=False`` refuses a pair past max_seq."""
         if not documents:
             raise InvalidInput("no documents given")
-        deadline = time.monotonic() + (timeout_s or self.timeout_s)
-        inputs = []
-        for name, values in (("QUERY", [query]), ("DOCUMENTS", documents)):
-            data = np.array([[v.encode("utf-8") for v in values]], dtype=np.object_)
-            inputs.append(self._types.InferInput(name, list(data.shape), "BYTES"))
-            inputs[-1].set_data_from_numpy(data)
-        for attempt in range(self.retries + 1):
-            try:
-                kw = self._kwargs(deadline - time.monotonic(), truncate)
-                kw["parameters"]["truncation"] = truncation
-                return self._client.infer(self.model, inputs, **kw).as_numpy("SCORES").reshape(-1)
-            except Exception as e:
-                err = map_error(e)
-                delay = self._delay(attempt, deadline) if isinstance(err, Unavailable) else None
-                if delay is None:
-                    raise err from e
-                time.sleep(delay)
-        raise AssertionError("unreachable")
+        inputs = [
+            _bytes_input(self._types, name, [[v.encode("utf-8") for v in values]])
+            for name, values in (("QUERY", [query]), ("DOCUMENTS", documents))
+        ]
+        result = self._infer(inputs, truncate, timeout_s, truncation=truncation)
+        return result.as_numpy("SCORES").reshape(-1)
+
+
+@dataclass(frozen=True)
+class Classification:
+    logits: np.ndarray  # float32 [n, labels]
+    probabilities: np.ndarray  # float32 [n, labels]: softmax of the logits
+    labels: list[str]  # per text, the most probable label's name
+
+
+class ClassifyClient(EmbedClient):
+    """Synchronous client of the classify task (a classifier repository: ``python -m export --task classify``)."""
+
+    def __init__(self, url: str = DEFAULT_URL, protocol: str = "grpc", **kw: Any) -> None:
+        super().__init__(url, protocol, **{"model": "classify", **kw})
+
+    def classify(
+        self,
+        texts: list[str],
+        pairs: list[str] | None = None,
+        truncation: str = "longest_first",
+        truncate: bool = True,
+        timeout_s: float | None = None,
+    ) -> Classification:
+        """Each text's logits, probabilities and label; with ``pairs``, texts[i] is classified with pairs[i] (as
+        ``[CLS] text [SEP] pair [SEP]``). ``truncation`` (pairs): longest_first or only_second; ``truncate=False``
+        refuses a text or pair past max_seq."""
+        if not texts:
+            raise InvalidInput("no texts given")
+        if pairs is not None and len(pairs) != len(texts):
+            raise InvalidInput(f"{len(pairs)} pair texts for {len(texts)} texts: give one per text")
+        inputs = [_bytes_input(self._types, "TEXT", [[t.encode("utf-8")] for t in texts])]
+        if pairs is not None:
+            inputs.append(_bytes_input(self._types, "TEXT_PAIR", [[t.encode("utf-8")] for t in pairs]))
+        result = self._infer(inputs, truncate, timeout_s, truncation=truncation)
+        labels = [b.decode("utf-8") for b in result.as_numpy("LABEL").reshape(-1)]
+        return Classification(result.as_numpy("LOGITS"), result.as_numpy("PROBABILITIES"), labels)
+
+
+def _bytes_input(types: Any, name: str, rows: list[list[bytes]]) -> Any:
+    data = np.array(rows, dtype=np.object_)
+    inp = types.InferInput(name, list(data.shape), "BYTES")
+    inp.set_data_from_numpy(data)
+    return inp
 
 
 class AsyncEmbedClient(_Base):

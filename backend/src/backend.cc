@@ -6,7 +6,7 @@
 #include "compute_pool.h"
 #include "instance_state.h"
 #include "model_state.h"
-#include "rerank_model.h"
+#include "sequence_model.h"
 #include "tokenizer_instance.h"
 #include "triton_util.h"
 
@@ -19,15 +19,15 @@ void Log(TRITONSERVER_LogLevel level, const char* file, int line, const std::str
 namespace {
 
 // A model's state is that of its task: embed (ModelState, InstanceState; a tokenizer model, manifest runtime
-// "none", has TokenizerInstance instances) or rerank (rerank_model.h).
+// "none", has TokenizerInstance instances) or a sequence classifier's, rerank or classify (sequence_model.h).
 struct ModelHandle {
   std::unique_ptr<ModelState> embed;
-  std::unique_ptr<RerankModel> rerank;
+  std::unique_ptr<SequenceModel> sequence;
 };
 struct InstanceHandle {
   std::unique_ptr<InstanceState> embed;
   std::unique_ptr<TokenizerInstance> tokenizer;
-  std::unique_ptr<RerankInstance> rerank;
+  std::unique_ptr<SequenceInstance> sequence;
 };
 
 }  // namespace
@@ -39,8 +39,8 @@ using bertserve::InstanceHandle;
 using bertserve::InstanceState;
 using bertserve::ModelHandle;
 using bertserve::ModelState;
-using bertserve::RerankInstance;
-using bertserve::RerankModel;
+using bertserve::SequenceInstance;
+using bertserve::SequenceModel;
 using bertserve::TokenizerInstance;
 
 extern "C" {
@@ -70,8 +70,8 @@ TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_Finalize(TRITONBACKEND_Bac
 TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model) {
   return Guard("model initialize", [&] {
     auto state = std::make_unique<ModelHandle>();
-    if (RerankModel::Handles(model)) {
-      state->rerank = RerankModel::Create(model);
+    if (const auto task = SequenceModel::TaskOf(model)) {
+      state->sequence = SequenceModel::Create(model, *task);
     } else {
       state->embed = ModelState::Create(model);
     }
@@ -96,8 +96,8 @@ TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TR
     Check(TRITONBACKEND_ModelState(model, &model_state), "model state");
     auto* handle = static_cast<ModelHandle*>(model_state);
     auto state = std::make_unique<InstanceHandle>();
-    if (handle->rerank) {
-      state->rerank = RerankInstance::Create(handle->rerank.get(), instance);
+    if (handle->sequence) {
+      state->sequence = SequenceInstance::Create(handle->sequence.get(), instance);
     } else if (handle->embed->settings().tokenize_only()) {
       state->tokenizer = std::make_unique<TokenizerInstance>(handle->embed.get(), instance);
     } else {
@@ -124,8 +124,8 @@ TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
   if (TRITONSERVER_Error* e = TRITONBACKEND_ModelInstanceState(instance, &state)) return e;
   if (state == nullptr) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "instance has no state");
   auto* handle = static_cast<InstanceHandle*>(state);
-  if (handle->rerank) {
-    handle->rerank->Execute(requests, request_count);
+  if (handle->sequence) {
+    handle->sequence->Execute(requests, request_count);
   } else if (handle->tokenizer) {
     handle->tokenizer->Execute(requests, request_count);
   } else {

@@ -5,6 +5,57 @@
 #include <sstream>
 
 namespace bertserve {
+
+const char* FailureName(FailureReason reason) {
+  switch (reason) {
+    case FailureReason::kTooLong:
+      return "too_long";
+    case FailureReason::kBadTokenId:
+      return "bad_token_id";
+    case FailureReason::kBadAttentionMask:
+      return "bad_attention_mask";
+    case FailureReason::kBadShape:
+      return "bad_shape";
+    case FailureReason::kQueueFull:
+      return "queue_full";
+    case FailureReason::kQueueTimeout:
+      return "queue_timeout";
+    case FailureReason::kInternal:
+      return "internal";
+    case FailureReason::kTextTooLarge:
+      return "text_too_large";
+    case FailureReason::kInvalidUtf8:
+      return "invalid_utf8";
+    case FailureReason::kEmptyText:
+      return "empty_text";
+    case FailureReason::kBadParameter:
+      return "bad_parameter";
+    case FailureReason::kBadOutput:
+      return "bad_output";
+  }
+  return "internal";
+}
+
+RequestError::Kind RequestError::kind() const {
+  switch (reason) {
+    case FailureReason::kQueueFull:
+    case FailureReason::kQueueTimeout:
+      return Kind::kRefused;
+    case FailureReason::kInternal:
+      return Kind::kInternal;
+    case FailureReason::kTooLong:
+    case FailureReason::kBadTokenId:
+    case FailureReason::kBadAttentionMask:
+    case FailureReason::kBadShape:
+    case FailureReason::kTextTooLarge:
+    case FailureReason::kInvalidUtf8:
+    case FailureReason::kEmptyText:
+    case FailureReason::kBadParameter:
+    case FailureReason::kBadOutput:
+      break;
+  }
+  return Kind::kBadInput;
+}
 namespace {
 
 std::vector<int64_t> Doubling(int64_t start, int64_t limit) {
@@ -24,7 +75,7 @@ std::string Format(const std::vector<int64_t>& shape, bool as_tuple) {
   return s.str();
 }
 
-RequestError Error(std::string reason, std::string message) { return {std::move(reason), std::move(message)}; }
+RequestError Error(FailureReason reason, std::string message) { return {reason, std::move(message)}; }
 
 }  // namespace
 
@@ -40,33 +91,30 @@ std::optional<RequestError> Validate(
     const TokenBatch& batch, int64_t vocab_size, int64_t max_seq, std::vector<int64_t>* lengths) {
   const auto& shape = batch.ids_shape;
   if (shape.size() != 2 || batch.mask_shape.size() != 2) {
-    return Error("bad_shape", "input_ids and attention_mask must be [batch, seq], got " + Format(shape, true));
+    return Error(FailureReason::kBadShape, "input_ids and attention_mask must be [batch, seq], got " + Format(shape, true));
   }
   if (shape != batch.mask_shape) {
-    return Error(
-        "bad_shape", "attention_mask shape " + Format(batch.mask_shape, false) + " differs from input_ids shape " +
+    return Error(FailureReason::kBadShape, "attention_mask shape " + Format(batch.mask_shape, false) + " differs from input_ids shape " +
                          Format(shape, false));
   }
   const int64_t rows = shape[0], seq = shape[1];
   if (rows == 0 || seq == 0) {
-    return Error("bad_shape", "input_ids " + Format(shape, false) + " is empty: a request needs a row of tokens");
+    return Error(FailureReason::kBadShape, "input_ids " + Format(shape, false) + " is empty: a request needs a row of tokens");
   }
   if (seq > max_seq) {
-    return Error(
-        "too_long", "sequence of " + std::to_string(seq) + " tokens is longer than the max length " +
+    return Error(FailureReason::kTooLong, "sequence of " + std::to_string(seq) + " tokens is longer than the max length " +
                         std::to_string(max_seq));
   }
   for (int64_t i = 0; i < rows * seq; ++i) {
     const int64_t id = batch.ids[i];
     if (id < 0 || id >= vocab_size) {
-      return Error(
-          "bad_token_id", "input_ids[" + std::to_string(i / seq) + "][" + std::to_string(i % seq) +
+      return Error(FailureReason::kBadTokenId, "input_ids[" + std::to_string(i / seq) + "][" + std::to_string(i % seq) +
                               "] = " + std::to_string(id) + " is outside the vocabulary [0, " +
                               std::to_string(vocab_size) + ")");
     }
   }
   for (int64_t i = 0; i < rows * seq; ++i) {
-    if (batch.mask[i] & ~int64_t{1}) return Error("bad_attention_mask", "attention_mask values must be 0 or 1");
+    if (batch.mask[i] & ~int64_t{1}) return Error(FailureReason::kBadAttentionMask, "attention_mask values must be 0 or 1");
   }
   lengths->assign(rows, 0);
   for (int64_t r = 0; r < rows; ++r) {
@@ -77,7 +125,7 @@ std::optional<RequestError> Validate(
       }
     }
     if ((*lengths)[r] == 0) {
-      return Error("bad_attention_mask", "attention_mask row " + std::to_string(r) + " selects no token");
+      return Error(FailureReason::kBadAttentionMask, "attention_mask row " + std::to_string(r) + " selects no token");
     }
   }
   return std::nullopt;

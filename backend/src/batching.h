@@ -14,14 +14,37 @@ namespace bertserve {
 
 inline constexpr int64_t kPadId = 0;
 
-// A request the model rejects: `reason` labels the failure counter, `message` goes to the client, and `kind`
-// decides the status: bad input (INVALID_ARGUMENT), refused to protect the others (UNAVAILABLE), or the
-// backend's own failure (INTERNAL).
+// Why a request failed, one value per failure class: its name labels bertserve_failures_total{reason} and its
+// kind decides the status. Every failure reason of the backend is here, and the metrics count each by its own name.
+enum class FailureReason {
+  kTooLong,
+  kBadTokenId,
+  kBadAttentionMask,
+  kBadShape,
+  kQueueFull,
+  kQueueTimeout,
+  kInternal,
+  kTextTooLarge,
+  kInvalidUtf8,
+  kEmptyText,
+  kBadParameter,
+  kBadOutput,
+};
+inline constexpr size_t kFailureReasonCount = static_cast<size_t>(FailureReason::kBadOutput) + 1;
+
+// The reason's label in the metrics ("too_long", "queue_full", ...).
+const char* FailureName(FailureReason reason);
+
+// A request the model rejects: `reason` labels the failure counter and decides the status (kind()), `message`
+// goes to the client.
 struct RequestError {
+  // bad input (INVALID_ARGUMENT), refused to protect the others (UNAVAILABLE), or the backend's own failure
+  // (INTERNAL)
   enum class Kind { kBadInput, kRefused, kInternal };
-  std::string reason;
+  FailureReason reason;
   std::string message;
-  Kind kind = Kind::kBadInput;
+
+  Kind kind() const;
 };
 
 // One request's [rows, seq] input_ids and attention_mask, row-major, in memory the caller owns.

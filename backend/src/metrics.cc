@@ -11,9 +11,6 @@ const std::vector<double> kLatencyBuckets = {0.00005, 0.0001, 0.0002, 0.0005, 0.
                                              0.01,    0.015,  0.02,   0.03,   0.05,  0.1,   0.2,   0.5,   1.0};
 const std::vector<double> kBatchBuckets = {1, 2, 4, 8, 16, 32, 64, 128};
 const std::vector<double> kRatioBuckets = {0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0};
-const char* const kReasons[] = {"too_long",   "bad_token_id",  "bad_attention_mask", "bad_shape",
-                                "queue_full", "queue_timeout", "internal",           "text_too_large",
-                                "invalid_utf8", "empty_text", "bad_parameter", "bad_output"};
 const std::pair<Stage, const char*> kStages[] = {
     {Stage::kTokenize, "tokenize"}, {Stage::kCollate, "collate"}, {Stage::kInfer, "infer"}, {Stage::kRespond, "respond"}};
 
@@ -53,7 +50,10 @@ Metrics::Metrics(const std::string& model) {
     tokens_ = Child(tokens, labels, nullptr);
     truncated_ = Child(truncated, labels, nullptr);
     backlog_ = Child(backlog, labels, nullptr);
-    for (const char* r : kReasons) failures_[r] = Child(failures, {{"model", model}, {"reason", r}}, nullptr);
+    for (size_t r = 0; r < kFailureReasonCount; ++r) {
+      const char* reason = FailureName(static_cast<FailureReason>(r));
+      failures_[r] = Child(failures, {{"model", model}, {"reason", reason}}, nullptr);
+    }
   } catch (const std::exception& e) {
     BERTSERVE_LOG(WARN, model + ": serving without bertserve_* metrics: " + e.what());
     enabled_ = false;
@@ -120,10 +120,8 @@ void Metrics::Backlog(double seconds) {
   if (enabled_) Record(TRITONSERVER_MetricSet, backlog_, seconds);
 }
 
-void Metrics::Failure(const std::string& reason) {
-  if (!enabled_) return;
-  auto it = failures_.find(reason);
-  Record(TRITONSERVER_MetricIncrement, it == failures_.end() ? failures_["internal"] : it->second, 1.0);
+void Metrics::Failure(FailureReason reason) {
+  if (enabled_) Record(TRITONSERVER_MetricIncrement, failures_[static_cast<size_t>(reason)], 1.0);
 }
 
 }  // namespace bertserve

@@ -2,12 +2,14 @@
 // own). Names, labels and buckets are those of serving/python_backend/metrics.py, so dashboards and alert rules read both alike.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "batching.h"
 #include "triton_api.h"
 
 namespace bertserve {
@@ -25,7 +27,8 @@ class Metrics {
   void Request(double seconds);
   void StageTime(Stage stage, double seconds);
   void Batch(int64_t rows, double padding_ratio, int64_t real_tokens);
-  void Failure(const std::string& reason);
+  // Counts a failure under its reason's label (every reason has its own series).
+  void Failure(FailureReason reason);
   void Truncated(int64_t texts);
   // Seconds of predicted compute queued and in flight (per lane).
   void Backlog(double seconds);
@@ -45,7 +48,7 @@ class Metrics {
   TRITONSERVER_Metric* tokens_ = nullptr;
   TRITONSERVER_Metric* truncated_ = nullptr;
   TRITONSERVER_Metric* backlog_ = nullptr;
-  std::map<std::string, TRITONSERVER_Metric*> failures_;
+  std::array<TRITONSERVER_Metric*, kFailureReasonCount> failures_{};
 };
 
 }  // namespace bertserve

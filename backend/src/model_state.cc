@@ -57,22 +57,8 @@ ComputePool& ModelState::AnswerPool() {
 }
 
 std::unique_ptr<ModelState> ModelState::Create(TRITONBACKEND_Model* model) {
-  const char* name = nullptr;
-  Check(TRITONBACKEND_ModelName(model, &name), "model name");
-  TRITONBACKEND_ArtifactType artifact_type;
-  const char* location = nullptr;
-  Check(TRITONBACKEND_ModelRepository(model, &artifact_type, &location), "model repository");
-  if (artifact_type != TRITONBACKEND_ARTIFACT_FILESYSTEM) {
-    throw BackendError(TRITONSERVER_ERROR_UNSUPPORTED, std::string(name) + ": the model must be on a filesystem");
-  }
-  TRITONSERVER_Message* message = nullptr;
-  Check(TRITONBACKEND_ModelConfig(model, 1, &message), "model config");
-  std::unique_ptr<TRITONSERVER_Message, void (*)(TRITONSERVER_Message*)> owned(
-      message, [](TRITONSERVER_Message* m) { ErrorPtr(TRITONSERVER_MessageDelete(m)); });
-  const char* json = nullptr;
-  size_t size = 0;
-  Check(TRITONSERVER_MessageSerializeToJson(message, &json, &size), "model config JSON");
-  auto settings = ReadSettings(name, location, std::string(json, size));
+  const ModelSource source = ReadModelSource(model);
+  auto settings = ReadSettings(source.name, source.location, source.config_json);
   if (settings.tokenize_only()) {
     BERTSERVE_LOG(INFO, settings.name + ": a tokenizer model; " + settings.tokenizer.string() + " verified");
   } else {

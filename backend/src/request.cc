@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "fault.h"
+#include "parameters.h"
+#include "response.h"
 #include "text_input.h"
 #include "triton_util.h"
 
@@ -19,7 +21,7 @@ constexpr const char* kTruncatedOutput = "TRUNCATED";
 constexpr const char* kTokensOutput = "TOKENS";
 constexpr const char* kTruncatedFlag = "truncated";  // a tokenizer model's
 
-RequestError BadShape(const std::string& message) { return {"bad_shape", message}; }
+RequestError BadShape(const std::string& message) { return {FailureReason::kBadShape, message}; }
 
 // One input of a request as Triton describes it: its type, shape and the size of its buffers.
 struct InputView {
@@ -145,48 +147,6 @@ std::optional<RequestError> ReadTexts(TRITONBACKEND_Request* request, std::vecto
   return std::nullopt;
 }
 
-// The `truncate` request parameter: true (the default) or false (refuse a text too long to keep), as a boolean,
-// 0 or 1, or one of "true", "false", "True", "False", "1", "0"; anything else is the client's error.
-std::optional<RequestError> ReadTruncate(TRITONBACKEND_Request* request, bool* truncate) {
-  uint32_t count = 0;
-  Check(TRITONBACKEND_RequestParameterCount(request, &count), "request parameters");
-  for (uint32_t i = 0; i < count; ++i) {
-    const char* key = nullptr;
-    TRITONSERVER_ParameterType type;
-    const void* value = nullptr;
-    Check(TRITONBACKEND_RequestParameter(request, i, &key, &type, &value), "request parameter");
-    if (key == nullptr || std::string_view(key) != "truncate" || value == nullptr) continue;
-    std::string got;
-    switch (type) {
-      case TRITONSERVER_PARAMETER_BOOL:
-        *truncate = *static_cast<const bool*>(value);
-        return std::nullopt;
-      case TRITONSERVER_PARAMETER_INT: {
-        const int64_t v = *static_cast<const int64_t*>(value);
-        if (v == 0 || v == 1) {
-          *truncate = v == 1;
-          return std::nullopt;
-        }
-        got = std::to_string(v);
-        break;
-      }
-      case TRITONSERVER_PARAMETER_STRING: {
-        const std::string_view v(static_cast<const char*>(value));
-        if (v == "true" || v == "True" || v == "1" || v == "false" || v == "False" || v == "0") {
-          *truncate = v == "true" || v == "True" || v == "1";
-          return std::nullopt;
-        }
-        got.append(1, '"').append(v.substr(0, 64)).append(1, '"');
-        break;
-      }
-      default:
-        got = "a value of another type";
-    }
-    return RequestError{"bad_parameter", "truncate must be true or false, got " + got};
-  }
-  return std::nullopt;
-}
-
 // Whether the request asks for the output `name`.
 bool Requested(TRITONBACKEND_Request* request, std::string_view name) {
   uint32_t count = 0;
@@ -197,34 +157,6 @@ bool Requested(TRITONBACKEND_Request* request, std::string_view name) {
     if (output != nullptr && name == output) return true;
   }
   return false;
-}
-
-// One [rows, n] output of the response, copied from `data`.
-TRITONSERVER_Error* WriteOutput(TRITONBACKEND_Response* response, const char* name, TRITONSERVER_DataType dtype,
-                                const int64_t* shape, const void* data, uint64_t bytes) {
-  TRITONBACKEND_Output* output = nullptr;
-  void* buffer = nullptr;
-  TRITONSERVER_MemoryType memory = TRITONSERVER_MEMORY_CPU;
-  int64_t memory_id = 0;
-  TRITONSERVER_Error* e = TRITONBACKEND_ResponseOutput(response, &output, name, dtype, shape, 2);
-  if (e == nullptr) e = TRITONBACKEND_OutputBuffer(output, &buffer, bytes, &memory, &memory_id);
-  if (e == nullptr && memory == TRITONSERVER_MEMORY_GPU) {
-    e = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "the output buffer is in GPU memory");
-  }
-  if (e == nullptr && bytes > 0) std::memcpy(buffer, data, bytes);
-  return e;
-}
-
-// A failed output allocation: the client's fault when the output shared-memory region it registered is too small
-// for the result (tritonserver 2.51's frontends report that as INTERNAL, "... should be at least N bytes to hold
-// the results"), else the server's.
-RequestError OutputError(TRITONSERVER_Error* e) {
-  const std::string message = TRITONSERVER_ErrorMessage(e);
-  if (TRITONSERVER_ErrorCode(e) == TRITONSERVER_ERROR_INVALID_ARG ||
-      message.find("to hold the results") != std::string::npos) {
-    return RequestError{"bad_output", "the output does not fit where the request asked for it: " + message};
-  }
-  return Internal("cannot write the output: " + message);
 }
 
 // A tokenizer model's outputs: the ids and mask [rows, longest], zero-padded, and whether each text was cut.
@@ -240,24 +172,10 @@ TRITONSERVER_Error* WriteTokenized(TRITONBACKEND_Response* response, const Pendi
   return e;
 }
 
-TRITONSERVER_Error_Code CodeOf(const RequestError& e) {
-  switch (e.kind) {
-    case RequestError::Kind::kInternal:
-      return TRITONSERVER_ERROR_INTERNAL;
-    case RequestError::Kind::kRefused:
-      return TRITONSERVER_ERROR_UNAVAILABLE;
-    case RequestError::Kind::kBadInput:
-      break;
-  }
-  return TRITONSERVER_ERROR_INVALID_ARG;
-}
-
 }  // namespace
 
-RequestError Internal(const std::string& message) { return {"internal", message, RequestError::Kind::kInternal}; }
-RequestError Unavailable(const std::string& reason, const std::string& message) {
-  return {reason, message, RequestError::Kind::kRefused};
-}
+RequestError Internal(const std::string& message) { return {FailureReason::kInternal, message}; }
+RequestError Unavailable(FailureReason reason, const std::string& message) { return {reason, message}; }
 
 void Pending::Read(const ModelSettings& s) {
   try {
@@ -279,7 +197,7 @@ void Pending::Read(const ModelSettings& s) {
       return;
     }
     if (shape[0] > 0 && shape[1] > s.max_seq) {
-      error = RequestError{"too_long", "sequence of " + std::to_string(shape[1]) +
+      error = RequestError{FailureReason::kTooLong, "sequence of " + std::to_string(shape[1]) +
                                            " tokens is longer than the max length " + std::to_string(s.max_seq)};
       return;
     }
@@ -302,7 +220,7 @@ void Pending::Tokenize(const ModelSettings& s, const tokenizer::Tokenizer& token
     truncated[i] = tokenizer.Encode(texts[i], max_len, &rows[i]) ? 1 : 0;
     width = std::max(width, rows[i].size());
     if (truncated[i] && !truncate) {
-      error = RequestError{"too_long", "TEXT is longer than the max length of " + std::to_string(s.max_seq) + " tokens"};
+      error = RequestError{FailureReason::kTooLong, "TEXT is longer than the max length of " + std::to_string(s.max_seq) + " tokens"};
       return;
     }
   }

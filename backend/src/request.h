@@ -61,6 +61,6 @@ struct Pending {
 // A request the backend could not serve through no fault of its input.
 RequestError Internal(const std::string& message);
 // A request refused to protect the others (queue full, waited past its deadline): UNAVAILABLE, retry elsewhere.
-RequestError Unavailable(const std::string& reason, const std::string& message);
+RequestError Unavailable(FailureReason reason, const std::string& message);
 
 }  // namespace bertserve

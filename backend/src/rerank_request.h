@@ -4,13 +4,12 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "batching.h"
 #include "metrics.h"
-#include "tokenizer/truncation.h"
+#include "sequence_rows.h"
+#include "task_request.h"
 #include "triton_api.h"
 
 namespace bertserve {
@@ -19,18 +18,17 @@ struct RerankLimits {
   int64_t max_documents = 0;
 };
 
-struct RerankRequest {
-  TRITONBACKEND_Request* request = nullptr;
-  uint64_t arrived_ns = 0;
-  std::string query;
+struct RerankRequest : TaskRequest {
+  std::vector<std::string> query;  // one text
   std::vector<std::string> documents;
-  tokenizer::PairTruncation truncation = tokenizer::PairTruncation::kLongestFirst;
-  bool truncate = true;
-  std::optional<RequestError> error;
   std::vector<float> scores;  // one per document
 
   // Reads and checks the inputs and parameters; sets `error` for a bad request. Never throws.
   void Read(const RerankLimits& limits) noexcept;
+  // The rows to score: the query with each document.
+  RowTexts texts() const { return {query, documents, "QUERY", "DOCUMENTS"}; }
+  // The outputs per row (one score), written by the scorer.
+  std::vector<float>& outputs() { return scores; }
   // Sends the one response (SCORES, or the error with its status; a failure counted by reason), reports the
   // statistics and releases the request. Never throws.
   void Finish(TRITONBACKEND_ModelInstance* instance, Metrics& metrics, uint64_t compute_start_ns,

@@ -122,7 +122,7 @@ void Scheduler::Submit(std::unique_ptr<Pending> p, TRITONBACKEND_ModelInstance* 
       }
       return;
     }
-    Refuse(*p, Unavailable("queue_full", name + " is overloaded: " + Ms(a.ahead_s) + " of work is queued ahead of " +
+    Refuse(*p, Unavailable(FailureReason::kQueueFull, name + " is overloaded: " + Ms(a.ahead_s) + " of work is queued ahead of " +
                                              "this request, which would complete in " + Ms(a.predicted_s) +
                                              ", past its deadline of " + Ms(Seconds(p->arrived_ns, job.deadline_ns)) +
                                              "; retry later"),
@@ -174,7 +174,7 @@ std::vector<std::unique_ptr<Pending>> Scheduler::Take(TRITONBACKEND_ModelInstanc
   for (size_t i = 0; i < expired.size(); ++i) {
     const Pending& p = *expired[i];
     Refuse(*expired[i],
-           Unavailable("queue_timeout", settings_.name + ": the request waited " + Ms(Seconds(p.arrived_ns, now)) +
+           Unavailable(FailureReason::kQueueTimeout, settings_.name + ": the request waited " + Ms(Seconds(p.arrived_ns, now)) +
                                             " in the queue, past its deadline of " +
                                             Ms(Seconds(p.arrived_ns, expired_jobs[i].deadline_ns))),
            instance);

@@ -8,14 +8,14 @@ namespace bertserve {
 
 std::optional<RequestError> CheckText(std::string_view raw) {
   if (raw.size() > kMaxTextBytes) {
-    return RequestError{"text_too_large", "TEXT element is " + std::to_string(raw.size()) + " bytes; the limit is " +
+    return RequestError{FailureReason::kTextTooLarge, "TEXT element is " + std::to_string(raw.size()) + " bytes; the limit is " +
                                               std::to_string(kMaxTextBytes)};
   }
   if (const size_t bad = unicode::FirstInvalid(raw); bad != std::string_view::npos) {
     // Python prints the byte as bytes' repr: b'\xNN' (a bad byte is never ASCII).
     const auto byte = static_cast<unsigned char>(raw[bad]);
     const char hex[] = "0123456789abcdef";
-    return RequestError{"invalid_utf8", "TEXT is not valid UTF-8 (byte " + std::to_string(bad) + ": b'\\x" +
+    return RequestError{FailureReason::kInvalidUtf8, "TEXT is not valid UTF-8 (byte " + std::to_string(bad) + ": b'\\x" +
                                             hex[byte >> 4] + hex[byte & 15] + "')"};
   }
   std::u32string text;
@@ -23,7 +23,7 @@ std::optional<RequestError> CheckText(std::string_view raw) {
   for (char32_t c : text) {
     if (!unicode::IsPythonSpace(c)) return std::nullopt;
   }
-  return RequestError{"empty_text", "TEXT is empty"};
+  return RequestError{FailureReason::kEmptyText, "TEXT is empty"};
 }
 
 }  // namespace bertserve

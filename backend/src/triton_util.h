@@ -52,6 +52,35 @@ TRITONSERVER_Error* Guard(const char* where, Body&& body) noexcept {
   }
 }
 
+// The model's config as Triton serializes it to JSON.
+inline std::string ModelConfigJson(TRITONBACKEND_Model* model) {
+  TRITONSERVER_Message* message = nullptr;
+  Check(TRITONBACKEND_ModelConfig(model, 1, &message), "model config");
+  std::unique_ptr<TRITONSERVER_Message, void (*)(TRITONSERVER_Message*)> owned(
+      message, [](TRITONSERVER_Message* m) { ErrorPtr(TRITONSERVER_MessageDelete(m)); });
+  const char* text = nullptr;
+  size_t size = 0;
+  Check(TRITONSERVER_MessageSerializeToJson(message, &text, &size), "model config JSON");
+  return std::string(text, size);
+}
+
+// A model as ReadSettings takes it: its name, its directory (a model not on a filesystem is refused) and config.
+struct ModelSource {
+  std::string name, location, config_json;
+};
+
+inline ModelSource ReadModelSource(TRITONBACKEND_Model* model) {
+  const char* name = nullptr;
+  Check(TRITONBACKEND_ModelName(model, &name), "model name");
+  TRITONBACKEND_ArtifactType artifact_type;
+  const char* location = nullptr;
+  Check(TRITONBACKEND_ModelRepository(model, &artifact_type, &location), "model repository");
+  if (artifact_type != TRITONBACKEND_ARTIFACT_FILESYSTEM) {
+    throw BackendError(TRITONSERVER_ERROR_UNSUPPORTED, std::string(name) + ": the model must be on a filesystem");
+  }
+  return {name, location, ModelConfigJson(model)};
+}
+
 // Nanoseconds on the steady clock, the clock Triton's statistics expect.
 inline uint64_t NowNs() {
   return static_cast<uint64_t>(

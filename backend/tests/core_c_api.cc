@@ -45,7 +45,7 @@ __attribute__((visibility("default"))) int bertserve_validate(
   std::vector<int64_t> out;
   auto error = Validate(b, vocab_size, max_seq, &out);
   if (error) {
-    CopyOut(error->reason, reason, reason_cap);
+    CopyOut(FailureName(error->reason), reason, reason_cap);
     CopyOut(error->message, message, message_cap);
     return 1;
   }
@@ -106,12 +106,23 @@ __attribute__((visibility("default"))) void bertserve_session_group(
   }
 }
 
+// The failure reason number `index`: 0 with its name and kind (0 bad input, 1 refused, 2 internal) written;
+// 1 past the last.
+__attribute__((visibility("default"))) int bertserve_failure_reason(size_t index, char* name, size_t name_cap,
+                                                                    int* kind) {
+  if (index >= kFailureReasonCount) return 1;
+  const RequestError error{static_cast<FailureReason>(index), ""};
+  CopyOut(FailureName(error.reason), name, name_cap);
+  *kind = static_cast<int>(error.kind());
+  return 0;
+}
+
 // 0: a valid TEXT element; 1: rejected (reason and message written).
 __attribute__((visibility("default"))) int bertserve_check_text(
     const char* raw, size_t size, char* reason, size_t reason_cap, char* message, size_t message_cap) {
   auto error = CheckText(std::string_view(raw, size));
   if (!error) return 0;
-  CopyOut(error->reason, reason, reason_cap);
+  CopyOut(FailureName(error->reason), reason, reason_cap);
   CopyOut(error->message, message, message_cap);
   return 1;
 }

@@ -96,6 +96,20 @@ class RerankRequest(BaseModel):
     return_text: bool = False
 
 
+class PredictRequest(BaseModel):
+    """TEI ``POST /predict``, served by the ``classify`` model: a text, a pair ``[text, text_pair]``, or a batch
+    of both ``[[text], [text, text_pair], ...]``."""
+
+    inputs: str | list[str] | list[list[str]]
+    truncate: bool | None = False
+    raw_scores: bool = False  # the logits as they are; else the softmax over the labels
+
+
+class Prediction(BaseModel):
+    score: float
+    label: str
+
+
 class Rank(BaseModel):
     index: int
     score: float

@@ -1,5 +1,5 @@
-"""text-embeddings-inference's routes: ``POST /embed``, ``POST /rerank``, ``POST /tokenize``, ``GET /info``,
-``GET /health``."""
+"""text-embeddings-inference's routes: ``POST /embed``, ``POST /rerank``, ``POST /predict``, ``POST /tokenize``,
+``GET /info``, ``GET /health``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import asyncio
 import numpy as np
 
 from serving.gateway import errors
-from serving.gateway.schemas import EmbedRequest, RerankRequest, TokenizeRequest
+from serving.gateway.schemas import EmbedRequest, PredictRequest, RerankRequest, TokenizeRequest
 from serving.gateway.state import Gateway, encode_texts, truncated_dimensions
 
 VERSION = "bertserve"
@@ -55,6 +55,52 @@ async def rerank(gw: Gateway, req: RerankRequest) -> list[dict]:
         {"index": int(i), "score": float(scores[i]), **({"text": req.texts[i]} if req.return_text else {})}
         for i in order
     ]
+
+
+def _rows(inputs: str | list[str] | list[list[str]]) -> tuple[list[tuple[str, str | None]], bool]:
+    """(the rows as (text, text_pair or None), whether the request is a batch), as TEI reads ``inputs``: a string,
+    a list of one string or a pair, or a list of such lists."""
+    if isinstance(inputs, str):
+        return [(inputs, None)], False
+    if inputs and all(isinstance(x, str) for x in inputs):
+        return [_row(inputs, "inputs")], False
+    return [_row(row, f"inputs[{i}]") for i, row in enumerate(inputs)], True
+
+
+def _row(row: list[str], where: str) -> tuple[str, str | None]:
+    if len(row) not in (1, 2):
+        raise errors.BadRequest(f"'{where}' holds {len(row)} strings: a text [text] or a pair [text, text_pair]")
+    return row[0], row[1] if len(row) == 2 else None
+
+
+async def predict(gw: Gateway, req: PredictRequest) -> list[dict] | list[list[dict]]:
+    """Each row's labels with their scores, highest first: the softmax over the labels, or the logits with
+    ``raw_scores``. A batch answers a list per row, in order; singles and pairs go to the model as two calls."""
+    rows, batch = _rows(req.inputs)
+    if not rows:
+        raise errors.BadRequest("`inputs` cannot be empty")
+    if len(rows) > gw.cfg.max_inputs:
+        raise errors.TooLarge(f"batch size {len(rows)} > maximum allowed batch size {gw.cfg.max_inputs}")
+    encoded = [encode_texts([a] if b is None else [a, b], f"inputs[{i}]" if batch else "inputs") for i, (a, b) in
+               enumerate(rows)]  # fmt: skip
+    groups = [[i for i, row in enumerate(encoded) if len(row) == n] for n in (1, 2)]
+    truncate = bool(req.truncate)
+    calls = [
+        gw.triton.classify([encoded[i][0] for i in group], [encoded[i][1] for i in group] if n == 2 else None, truncate)
+        for n, group in zip((1, 2), groups, strict=True)
+        if group
+    ]
+    answers = iter(await asyncio.gather(*calls))
+    out: list[list[dict]] = [[] for _ in rows]
+    for group in groups:
+        if not group:
+            continue
+        answer = next(answers)
+        scores = answer.logits if req.raw_scores else answer.probabilities
+        for row, i in enumerate(group):
+            order = np.argsort(-scores[row], kind="stable")
+            out[i] = [{"score": float(scores[row, k]), "label": answer.labels[k]} for k in order]
+    return out if batch else out[0]
 
 
 async def tokenize(gw: Gateway, req: TokenizeRequest) -> list[list[dict]]:

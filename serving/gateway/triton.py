@@ -9,6 +9,7 @@ calls at once, and the answers are joined in order.
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
 
 import grpc
@@ -18,6 +19,7 @@ from tritonclient.grpc import MAX_GRPC_MESSAGE_SIZE, service_pb2, service_pb2_gr
 from serving.gateway import errors
 
 RERANK_MODEL = "rerank"  # the rerank task's model (export/rerank.py): QUERY, DOCUMENTS -> SCORES
+CLASSIFY_MODEL = "classify"  # the classify task's (export/classify.py): TEXT, TEXT_PAIR -> LOGITS, PROBABILITIES
 TOKENS = "TOKENS"  # INT64 [n, 1]: tokens per text including special tokens
 MATRYOSHKA = "matryoshka_dimensions"  # a model parameter: the truncated sizes it was trained for ("64,128,256")
 
@@ -34,6 +36,13 @@ class ModelInfo:
 class Embedded:
     vectors: np.ndarray  # float32 [n, hidden], L2-normalised
     tokens: np.ndarray | None  # int64 [n]; None where the model does not count them
+
+
+@dataclass(frozen=True)
+class Classified:
+    logits: np.ndarray  # float32 [n, labels]
+    probabilities: np.ndarray  # float32 [n, labels], softmax of the logits
+    labels: tuple[str, ...]  # the model's labels, in id order
 
 
 def _bytes_tensor(texts: list[bytes]) -> bytes:
@@ -54,6 +63,7 @@ class Triton:
     def __init__(self, url: str, model: str, encoder: str) -> None:
         self.url, self.model, self.encoder = url, model, encoder
         self._info: dict[str, ModelInfo] = {}
+        self._classify_config: tuple[int, tuple[str, ...]] | None = None
 
     async def start(self) -> None:
         """The channel, on the serving event loop (grpc.aio binds a channel to the loop it is made on)."""
@@ -114,6 +124,57 @@ class Triton:
         except grpc.aio.AioRpcError as e:
             raise errors.from_grpc(e, param="texts") from e
         return np.frombuffer(answer.raw_output_contents[0], dtype="<f4").reshape(-1)
+
+    async def classify(self, texts: list[bytes], pairs: list[bytes] | None, truncate: bool) -> Classified:
+        """The classify model's logits and probabilities of each text (or pair: texts[i] with pairs[i]), in
+        order, in calls of at most its max_batch_size texts."""
+        max_batch, labels = await self._classify_info()
+        n = max_batch
+        parts = await asyncio.gather(
+            *(
+                self._classify(texts[i : i + n], pairs[i : i + n] if pairs else None, i, truncate)
+                for i in range(0, len(texts), n)
+            )
+        )
+        return Classified(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), labels)
+
+    async def _classify_info(self) -> tuple[int, tuple[str, ...]]:
+        """The classify model's max_batch_size and labels, read from its config once it has loaded."""
+        if self._classify_config is None:
+            try:
+                answer = await self.stub.ModelConfig(service_pb2.ModelConfigRequest(name=CLASSIFY_MODEL), timeout=5)
+            except grpc.aio.AioRpcError as e:
+                raise errors.from_grpc(e) from e
+            c = answer.config
+            labels = tuple(json.loads(c.parameters["labels"].string_value))
+            self._classify_config = (max(c.max_batch_size, 1), labels)
+        return self._classify_config
+
+    async def _classify(
+        self, texts: list[bytes], pairs: list[bytes] | None, offset: int, truncate: bool
+    ) -> tuple[np.ndarray, np.ndarray]:
+        request = service_pb2.ModelInferRequest(model_name=CLASSIFY_MODEL)
+        request.inputs.add(name="TEXT", datatype="BYTES", shape=[len(texts), 1])
+        request.raw_input_contents.append(_bytes_tensor(texts))
+        if pairs is not None:
+            request.inputs.add(name="TEXT_PAIR", datatype="BYTES", shape=[len(pairs), 1])
+            request.raw_input_contents.append(_bytes_tensor(pairs))
+        for name in ("LOGITS", "PROBABILITIES"):
+            request.outputs.add(name=name)
+        request.parameters["truncate"].bool_param = truncate
+        try:
+            answer = await self._call(request)
+        except grpc.aio.AioRpcError as e:
+            error = errors.from_grpc(e, param="inputs")
+            if offset:
+                error.message = f"in the inputs from inputs[{offset}] on: {error.message}"
+            raise error from e
+        tensors = {o.name: (o, raw) for o, raw in zip(answer.outputs, answer.raw_output_contents, strict=True)}
+        logits, probabilities = (
+            np.frombuffer(tensors[k][1], dtype="<f4").reshape(tuple(tensors[k][0].shape))
+            for k in ("LOGITS", "PROBABILITIES")
+        )
+        return logits, probabilities
 
     async def _texts(self, texts: list[bytes], offset: int, truncate: bool, info: ModelInfo) -> Embedded:
         request = service_pb2.ModelInferRequest(model_name=self.model)

@@ -28,28 +28,37 @@ MAX_SEQ = 128
 MAX_ABS_DIFF = 1e-4
 
 
-@pytest.fixture(scope="module")
-def rerank_repository() -> Path:
-    index = REPOSITORY / "repository.json"
+def exported(repository: Path, task: str, max_batch: int) -> Path:
+    """The task's repository of the seeded checkpoint, exported again when the export code changed."""
+    index = repository / "repository.json"
     if not (index.is_file() and json.loads(index.read_text()).get("code_sha256") == code_sha256()):
         subprocess.run(
-            [sys.executable, "-m", "export", "--task", "rerank", "--max-batch", "8", "--max-seq", str(MAX_SEQ),
-             "--output", str(REPOSITORY)],
+            [sys.executable, "-m", "export", "--task", task, "--max-batch", str(max_batch), "--max-seq", str(MAX_SEQ),
+             "--output", str(repository)],
             cwd=ROOT, check=True,
         )  # fmt: skip
-    return REPOSITORY
+    return repository
 
 
-@pytest.fixture(scope="module")
-def server(rerank_repository, tmp_path_factory):
-    log_path = tmp_path_factory.mktemp("rerank") / "tritonserver.log"
-    srv = start_server(rerank_repository, log_path)
+def serving(repository: Path, log_dir: Path):
+    """A server of the repository, ready, until the generator closes (its log printed then)."""
+    srv = start_server(repository, log_dir / "tritonserver.log")
     try:
         wait_ready(srv.http_url, srv.process, READY_TIMEOUT_S)
         yield srv
     finally:
         stop_server(srv)
         sys.stderr.write(f"\n----- tritonserver log -----\n{srv.log()[-5000:]}\n")
+
+
+@pytest.fixture(scope="module")
+def rerank_repository() -> Path:
+    return exported(REPOSITORY, "rerank", 8)
+
+
+@pytest.fixture(scope="module")
+def server(rerank_repository, tmp_path_factory):
+    yield from serving(rerank_repository, tmp_path_factory.mktemp("rerank"))
 
 
 @pytest.fixture(scope="module")

@@ -36,6 +36,12 @@ def load() -> ctypes.CDLL:
     lib.bertserve_tokenizer_pair_unsupported.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
     for f in (lib.bertserve_normalize, lib.bertserve_pretokenize):
         f.restype = ctypes.c_int64
+    lib.bertserve_failure_reason.argtypes = [
+        ctypes.c_size_t,
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+        ctypes.POINTER(ctypes.c_int),
+    ]
     lib.bertserve_check_text.argtypes = [
         ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t
     ]  # fmt: skip
@@ -126,3 +132,17 @@ def check_text(lib: ctypes.CDLL, raw: bytes) -> tuple[str, str] | None:
     if lib.bertserve_check_text(raw, len(raw), reason, 64, message, 512):
         return reason.value.decode(), message.value.decode()
     return None
+
+
+FAILURE_KINDS = {0: "bad_input", 1: "refused", 2: "internal"}
+
+
+def failure_reasons(lib: ctypes.CDLL) -> dict[str, str]:
+    """Every failure reason of the backend, by name, with its kind (bad_input, refused, internal)."""
+    out, name, kind = {}, ctypes.create_string_buffer(64), ctypes.c_int()
+    index = 0
+    while lib.bertserve_failure_reason(index, name, 64, ctypes.byref(kind)) == 0:
+        out[name.value.decode()] = FAILURE_KINDS[kind.value]
+        index += 1
+    assert len(out) == index, "two reasons share a name"
+    return out

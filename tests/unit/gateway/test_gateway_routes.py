@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 from serving.gateway import app, errors, schemas
 from serving.gateway.config import GatewayConfig
 from serving.gateway.state import Gateway
-from serving.gateway.triton import Embedded, ModelInfo
+from serving.gateway.triton import Classified, Embedded, ModelInfo
 
 HIDDEN = 8
 
@@ -47,6 +47,15 @@ class FakeTriton:
     async def embed_ids(self, ids: list[list[int]]) -> Embedded:
         self.calls.append(("ids", ids))
         return Embedded(self._vectors(len(ids)), np.array([len(s) for s in ids]))
+
+    async def classify(self, texts: list[bytes], pairs: list[bytes] | None, truncate: bool) -> Classified:
+        """Logits that name the row: label k's logit is k x (the text's length + the pair's), less 2 x k for a pair."""
+        self.calls.append(("classify", texts, pairs, truncate))
+        sizes = np.array([len(t) + (len(pairs[i]) if pairs else 0) for i, t in enumerate(texts)], dtype=np.float32)
+        logits = sizes[:, None] * np.arange(3, dtype=np.float32) - (6 if pairs else 0)
+        logits[:, 1] = 2.5 if pairs else -1.0
+        e = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return Classified(logits, e / e.sum(axis=1, keepdims=True), ("a", "b", "c"))
 
 
 def client(triton: FakeTriton | None = None, keys: dict[str, str] | None = None, **cfg) -> TestClient:
@@ -217,3 +226,36 @@ def test_a_call_the_connection_lost_is_sent_once_more_a_refusal_never(failure, c
     except grpc.aio.AioRpcError:
         result = None
     assert t.stub.calls == calls and (result == "answer") == answered
+
+
+def test_tei_predict_answers_each_row_sorted_and_keeps_the_order_of_a_mixed_batch():
+    fake = FakeTriton()
+    c = client(fake)
+    single = c.post("/predict", json={"inputs": "xy"})
+    assert single.status_code == 200, single.json()
+    assert [p["label"] for p in single.json()] == ["c", "a", "b"]  # logits 4, 0, -1
+    assert abs(sum(p["score"] for p in single.json()) - 1) < 1e-6
+    raw = c.post("/predict", json={"inputs": ["x", "y"], "raw_scores": True}).json()  # one pair: logits -4, 2.5, -2
+    assert [(p["label"], p["score"]) for p in raw] == [("b", 2.5), ("c", -2.0), ("a", -6.0)]
+    fake.calls.clear()
+    batch = c.post("/predict", json={"inputs": [["x", "y"], ["abcd"], ["p", "q"]], "truncate": True}).json()
+    assert fake.calls == [("classify", [b"abcd"], None, True), ("classify", [b"x", b"p"], [b"y", b"q"], True)]
+    assert [row[0]["label"] for row in batch] == ["b", "c", "b"]
+    assert len(batch) == 3 and all(len(row) == 3 for row in batch)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"inputs": []}, "`inputs` cannot be empty"),
+        ({"inputs": [["a", "b", "c"]]}, "'inputs[0]' holds 3 strings"),
+        ({"inputs": [["a"], []]}, "'inputs[1]' holds 0 strings"),
+        ({"inputs": ["", "b"]}, "'inputs[0]' is an empty string"),
+        ({"inputs": 3}, "'inputs"),
+    ],
+)
+def test_tei_predict_refuses_bad_inputs_with_422(body, message):
+    fake = FakeTriton()
+    response = client(fake).post("/predict", json=body)
+    assert response.status_code == 422 and message in response.json()["error"], response.json()
+    assert fake.calls == []

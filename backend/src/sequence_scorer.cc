@@ -1,4 +1,4 @@
-#include "rerank_scorer.h"
+#include "sequence_scorer.h"
 
 #include <torch/torch.h>
 
@@ -12,17 +12,17 @@
 namespace bertserve {
 namespace {
 
-class ModuleScorer : public PairScorer {
+class ModuleScorer : public RowScorer {
  public:
   ModuleScorer(const ModelSettings& s, const c10::Device& device)
       : device_(device), threads_(s.threads), module_(Module::Load(s, device, false)) {}
 
-  void Score(const PairChunk& c, float* out) override {
+  void Score(const RowChunk& c, int64_t width, float* out) override {
     if (device_.is_cpu()) {  // on a pool thread, which leads the forward's OpenMP team
       std::promise<void> done;
       SharedComputePool(threads_).Post([&]() noexcept {
         try {
-          Forward(c, out);
+          Forward(c, width, out);
           done.set_value();
         } catch (...) {
           done.set_exception(std::current_exception());
@@ -31,11 +31,11 @@ class ModuleScorer : public PairScorer {
       done.get_future().get();
       return;
     }
-    Forward(c, out);
+    Forward(c, width, out);
   }
 
  private:
-  void Forward(const PairChunk& c, float* out) {
+  void Forward(const RowChunk& c, int64_t width, float* out) {
     c10::InferenceMode guard;
     const auto options = at::TensorOptions().dtype(at::kLong);
     auto input = [&](const std::vector<int64_t>& v) {
@@ -45,11 +45,12 @@ class ModuleScorer : public PairScorer {
                             .to(at::kCPU)
                             .to(at::kFloat)
                             .contiguous();
-    if (scores.dim() != 1 || scores.size(0) != c.rows) {
+    const bool one = scores.dim() == 1 && width == 1 && scores.size(0) == c.rows;
+    if (!one && (scores.dim() != 2 || scores.size(0) != c.rows || scores.size(1) != width)) {
       throw std::runtime_error("the model returned shape " + c10::str(scores.sizes()) + ", expected [" +
-                               std::to_string(c.rows) + "]");
+                               std::to_string(c.rows) + ", " + std::to_string(width) + "]");
     }
-    std::copy_n(scores.const_data_ptr<float>(), c.rows, out);
+    std::copy_n(scores.const_data_ptr<float>(), c.rows * width, out);
   }
 
   c10::Device device_;
@@ -59,10 +60,10 @@ class ModuleScorer : public PairScorer {
 
 }  // namespace
 
-std::unique_ptr<PairScorer> PairScorer::Load(const ModelSettings& s, const std::string& device) {
+std::unique_ptr<RowScorer> RowScorer::Load(const ModelSettings& s, const std::string& device) {
   if (s.runtime != "aoti") {
     throw BackendError(TRITONSERVER_ERROR_INVALID_ARG,
-                       s.name + ": the rerank task loads an AOTInductor package, not " + s.runtime);
+                       s.name + ": the rerank and classify tasks load an AOTInductor package, not " + s.runtime);
   }
   try {
     return std::make_unique<ModuleScorer>(s, c10::Device(device));

@@ -1,0 +1,182 @@
+#include "sequence_model.h"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "triton_util.h"
+
+namespace bertserve {
+namespace {
+
+using nlohmann::json;
+
+// A string parameter of the config, or "" when absent.
+std::string Parameter(const json& config, const char* key) {
+  const json params = config.value("parameters", json::object());
+  if (!params.is_object() || !params.contains(key) || !params[key].is_object()) return "";
+  const json& value = params[key];
+  return value.contains("string_value") && value["string_value"].is_string() ? value["string_value"].get<std::string>()
+                                                                              : "";
+}
+
+int64_t PositiveParameter(const json& config, const std::string& model, const char* key) {
+  const std::string text = Parameter(config, key);
+  try {
+    size_t used = 0;
+    const int64_t value = std::stoll(text, &used);
+    if (used == text.size() && value > 0) return value;
+  } catch (const std::exception&) {
+  }
+  throw BackendError(TRITONSERVER_ERROR_INVALID_ARG,
+                     model + ": parameter " + key + " must be a positive integer, got \"" + text + "\"");
+}
+
+// The labels of a classify model: the parameter `labels`, a JSON list of names in id order, as many as the
+// LOGITS output's width.
+std::vector<std::string> Labels(const json& config, const std::string& model) {
+  std::vector<std::string> labels;
+  try {
+    const json list = json::parse(Parameter(config, "labels"));
+    for (const json& name : list) labels.push_back(name.get<std::string>());
+  } catch (const json::exception& e) {
+    throw BackendError(TRITONSERVER_ERROR_INVALID_ARG,
+                       model + ": parameter labels must be a JSON list of label names: " + e.what());
+  }
+  int64_t width = -1;
+  for (const json& output : config.value("output", json::array())) {
+    if (output.value("name", "") == "LOGITS" && output.value("dims", json::array()).size() == 1) {
+      width = std::stoll(output["dims"][0].is_string() ? output["dims"][0].get<std::string>()
+                                                      : std::to_string(output["dims"][0].get<int64_t>()));
+    }
+  }
+  if (labels.size() < 2 || width != static_cast<int64_t>(labels.size())) {
+    throw BackendError(TRITONSERVER_ERROR_INVALID_ARG,
+                       model + ": the classify task needs two labels or more, as many as LOGITS' dims; the config has " +
+                           std::to_string(labels.size()) + " label(s) and LOGITS dims [" + std::to_string(width) + "]");
+  }
+  return labels;
+}
+
+}  // namespace
+
+std::optional<SequenceTask> SequenceModel::TaskOf(TRITONBACKEND_Model* model) {
+  try {
+    const std::string task = Parameter(json::parse(ModelConfigJson(model)), "task");
+    if (task == "rerank") return SequenceTask::kRerank;
+    if (task == "classify") return SequenceTask::kClassify;
+  } catch (const json::exception&) {
+    // the embed path reports the config's error
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<SequenceModel> SequenceModel::Create(TRITONBACKEND_Model* model, SequenceTask task) {
+  const ModelSource source = ReadModelSource(model);
+  const std::string& config_text = source.config_json;
+  auto m = std::make_unique<SequenceModel>();
+  m->task_ = task;
+  m->settings_ = ReadSettings(source.name, source.location, config_text);  // verifies the artifact and tokenizer
+  const ModelSettings& s = m->settings_;
+  if (!s.text()) throw BackendError(TRITONSERVER_ERROR_INVALID_ARG, s.name + ": the manifest names no tokenizer");
+  const json config = json::parse(config_text);
+  m->row_options_.max_seq = s.max_seq;
+  if (task == SequenceTask::kRerank) {
+    m->rerank_limits_.max_documents = PositiveParameter(config, s.name, "max_documents");
+    m->row_options_.max_rows = PositiveParameter(config, s.name, "max_pairs_per_forward");
+  } else {
+    m->labels_ = Labels(config, s.name);
+    m->classify_limits_.max_rows = std::max<int64_t>(1, s.max_batch);
+    m->row_options_.max_rows = PositiveParameter(config, s.name, "max_rows_per_forward");
+  }
+
+  std::ifstream in(s.tokenizer, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in) throw BackendError(TRITONSERVER_ERROR_INVALID_ARG, s.name + ": cannot read " + s.tokenizer.string());
+  try {
+    m->tokenizer_ = tokenizer::Tokenizer::FromJson(text.str());
+  } catch (const std::invalid_argument& e) {
+    throw BackendError(TRITONSERVER_ERROR_INVALID_ARG, s.name + ": " + e.what());
+  }
+  if (!m->tokenizer_->pair_unsupported().empty()) {
+    throw BackendError(TRITONSERVER_ERROR_INVALID_ARG, s.name + ": " + m->tokenizer_->pair_unsupported());
+  }
+  if (static_cast<size_t>(s.max_seq) <= m->tokenizer_->pair_special_count()) {
+    throw BackendError(TRITONSERVER_ERROR_INVALID_ARG, s.name + ": max_seq leaves no room between the special tokens");
+  }
+  m->metrics_ = std::make_unique<Metrics>(s.name);
+  BERTSERVE_LOG(INFO, s.name + (task == SequenceTask::kRerank ? ": rerank task, " : ": classify task, ") + s.runtime + " artifact " + s.artifact.string() +
+                          " verified; pairs tokenized natively; " + std::to_string(s.threads) +
+                          " intra-op threads per forward");
+  return m;
+}
+
+std::unique_ptr<SequenceInstance> SequenceInstance::Create(SequenceModel* model, TRITONBACKEND_ModelInstance* instance) {
+  TRITONSERVER_InstanceGroupKind kind;
+  int32_t device_id = 0;
+  Check(TRITONBACKEND_ModelInstanceKind(instance, &kind), "instance kind");
+  Check(TRITONBACKEND_ModelInstanceDeviceId(instance, &device_id), "instance device");
+  const bool gpu = kind == TRITONSERVER_INSTANCEGROUPKIND_GPU;
+  auto state = std::make_unique<SequenceInstance>();
+  state->model_ = model;
+  state->instance_ = instance;
+  state->scorer_ = RowScorer::Load(model->settings(), gpu ? "cuda:" + std::to_string(device_id) : "cpu");
+  return state;
+}
+
+void SequenceInstance::Execute(TRITONBACKEND_Request** requests, uint32_t count) noexcept {
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint64_t arrived = NowNs();
+    if (model_->task() == SequenceTask::kRerank) {
+      RerankRequest r;
+      r.request = requests[i];
+      r.arrived_ns = arrived;
+      Serve(r, model_->rerank_limits(), 1);
+    } else {
+      ClassifyRequest r(model_->labels());
+      r.request = requests[i];
+      r.arrived_ns = arrived;
+      Serve(r, model_->classify_limits(), model_->labels().size());
+    }
+  }
+}
+
+template <class Request, class Limits>
+void SequenceInstance::Serve(Request& r, const Limits& limits, size_t width) noexcept {
+  Metrics& metrics = model_->metrics();
+  uint64_t compute_start = 0, compute_end = 0;
+  r.Read(limits);
+  try {
+    if (!r.error) {
+      RowOptions options = model_->row_options();
+      options.truncation = r.truncation;
+      options.truncate = r.truncate;
+      const RowTexts texts = r.texts();
+      std::vector<RowChunk> chunks;
+      const uint64_t tokenize_start = NowNs();
+      r.error = EncodeRows(model_->tokenizer(), texts, options, &chunks);
+      compute_start = NowNs();
+      metrics.StageTime(Stage::kTokenize, static_cast<double>(compute_start - tokenize_start) * 1e-9);
+      if (!r.error) {
+        std::vector<float>& out = r.outputs();
+        out.resize(texts.rows() * width);
+        for (const RowChunk& c : chunks) {
+          scorer_->Score(c, static_cast<int64_t>(width), out.data() + c.first * width);
+          const auto real = static_cast<int64_t>(std::count(c.mask.begin(), c.mask.end(), int64_t{1}));
+          metrics.Batch(c.rows, 1.0 - static_cast<double>(real) / static_cast<double>(c.rows * c.seq), real);
+        }
+        compute_end = NowNs();
+        metrics.StageTime(Stage::kInfer, static_cast<double>(compute_end - compute_start) * 1e-9);
+      }
+    }
+  } catch (const std::exception& e) {
+    r.error = RequestError{FailureReason::kInternal, std::string("forward failed: ") + e.what()};
+  }
+  if (compute_start == 0) compute_start = NowNs();
+  if (compute_end == 0) compute_end = compute_start;
+  r.Finish(instance_, metrics, compute_start, compute_end);
+}
+
+}  // namespace bertserve
