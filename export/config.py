@@ -1,16 +1,16 @@
 """The export step's configuration: one frozen dataclass, BERTSERVE_EXPORT_* env defaults, a thin CLI
-(serving.options)."""
+(common.options)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
+from common import options
+from common.options import option
 from export.errors import ConfigError
 from export.model_configs import QUEUE_TIMEOUT_US
 from export.tasks import TASKS
-from serving import options
-from serving.options import option
 
 PRECISIONS = ("fp32", "fp16", "int8")
 TARGETS = ("cpu", "cuda")
