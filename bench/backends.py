@@ -35,7 +35,7 @@ from loadtest.payload import build_pool, perf_analyzer_input_data
 from loadtest.perf_analyzer_compare import ensure_perf_analyzer, run_perf_analyzer
 from reliability import processes
 from reliability.repository import rewrite_config
-from serving.launcher import native
+from serving.repository import native
 from serving.repository.manifest import MANIFEST, REPOSITORY_INDEX, read
 
 log = logging.getLogger("bench.backends")

@@ -25,7 +25,7 @@ from tritonclient.utils import InferenceServerException
 from export.repository import code_sha256
 from reliability import processes
 from reliability.processes import ServerProcess, http_status
-from serving.launcher import native
+from serving.repository import native
 
 ROOT = Path(__file__).resolve().parents[2]
 TEST_REPOSITORY = ROOT / "build" / "test-repository"

@@ -18,7 +18,7 @@ from tritonclient.utils import InferenceServerException
 from export.model_configs import QueuePolicy
 from reliability import processes
 from reliability.repository import linked_copy, replace_file, rewrite_config
-from serving.launcher import native
+from serving.repository import native
 from serving.repository.manifest import sha256
 from tests.integration.conftest import NATIVE_ONLY, native_only_copy
 

@@ -17,8 +17,8 @@ from export.errors import AccuracyGateError
 from export.model_configs import parse
 from export.pipeline import _eager_runner, run
 from export.verify import Verifier
-from serving.launcher import native
 from serving.python_backend.runtime import Runtime
+from serving.repository import native
 from serving.repository.artifacts import AOTI, ONNX, PATHS, TORCHSCRIPT
 from serving.repository.hardware import cpu_model
 from serving.repository.manifest import VerificationError, read, verify
