@@ -8,6 +8,7 @@ from pathlib import Path
 
 from common import options
 from common.options import option
+from export import specs
 from export.errors import ConfigError
 from export.model_configs import QUEUE_TIMEOUT_US
 from export.tasks import TASKS
@@ -30,11 +31,14 @@ DEFAULT_DEADLINE_US = {"cuda": 10_000, "cpu": QUEUE_TIMEOUT_US}
 
 @dataclass(frozen=True)
 class ExportConfig:
-    model: str = option(
-        "minilm",
+    model: tuple[str, ...] = option(
+        ("minilm",),
         "minilm (packaged all-MiniLM-L6-v2), bert-base (BertConfig() shape, seeded weights), "
         "minilm-cross-encoder (MiniLM with a seeded one-label head: scores that are NOT meaningful relevance; "
-        "what --task rerank exports for minilm) or a local Hugging Face BERT directory",
+        "what --task rerank exports for minilm) or a local Hugging Face BERT directory; or, once per model of a "
+        "repository of several, NAME=CHECKPOINT[,task=T][,precision=P+P][,serve=P][,max_seq=N][,max_batch=N]"
+        "[,instances=N][,int8_recipe=R] (export/specs.py; in the variable, specs separated by spaces)",
+        repeat=True,
     )
     task: str | None = option(
         None,
@@ -114,10 +118,31 @@ class ExportConfig:
     )
 
     @property
+    def checkpoint(self) -> str:
+        """The one checkpoint of a single-model export."""
+        if self.specs:
+            raise ConfigError("a repository of several models has no one checkpoint: export each spec's")
+        return self.model[0]
+
+    @property
+    def specs(self) -> tuple[specs.ModelSpec, ...]:
+        """The NAME=SPEC models of a repository of several; () for a single-model export."""
+        return specs.parse_all(self.model)
+
+    @property
     def tuned(self) -> bool:
         return self.autotune if self.autotune is not None else self.target == "cpu"
 
     def __post_init__(self) -> None:
+        if isinstance(self.model, str):
+            object.__setattr__(self, "model", (self.model,))
+        if not self.model:
+            raise ConfigError("--model names no checkpoint")
+        if self.specs and (self.task or self.serve):
+            raise ConfigError(
+                "--task and --serve are each model's own with NAME=CHECKPOINT specs: give task=... and serve=... in "
+                "the spec"
+            )
         if self.target not in TARGETS:
             raise ConfigError(f"unknown target {self.target!r}; choose from {', '.join(TARGETS)}")
         if self.task is not None and self.task not in TASKS:

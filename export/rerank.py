@@ -24,7 +24,7 @@ from export.config import ExportConfig
 from export.errors import AccuracyGateError, ArtifactError, ConfigError
 from export.repository import RepositoryWriter, serialize_strings
 from export.verify import pairs as shipped_pairs
-from serving.launcher import native
+from serving.repository import native
 from serving.repository.artifacts import AOTI, load_module
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ def max_abs_diff(reference, artifact, batches, device: str) -> float:
 
 def _checkpoint(cfg: ExportConfig, scratch: Path) -> tuple[Path, str]:
     """(directory, source for the manifest): the seeded stand-in, or the local directory --model names."""
-    if cfg.model in ("minilm", tasks.SEEDED_CROSS_ENCODER):
+    if cfg.checkpoint in ("minilm", tasks.SEEDED_CROSS_ENCODER):
         path = cross_encoder.build_seeded(scratch / tasks.SEEDED_CROSS_ENCODER)
         log.warning(
             "rerank: %s is MiniLM with a seeded one-label head (seed %d): its scores are not meaningful relevance; "
@@ -97,13 +97,25 @@ def _checkpoint(cfg: ExportConfig, scratch: Path) -> tuple[Path, str]:
             cross_encoder.SEED,
         )
         return path, f"{tasks.SEEDED_CROSS_ENCODER}: all-MiniLM-L6-v2 body, head seeded {cross_encoder.SEED}"
-    path = Path(cfg.model).expanduser().resolve()
+    path = Path(cfg.checkpoint).expanduser().resolve()
     if not (path / "config.json").is_file():
-        raise ConfigError(f"--model {cfg.model}: not a local Hugging Face directory (no config.json)")
+        raise ConfigError(f"--model {cfg.checkpoint}: not a local Hugging Face directory (no config.json)")
     return path, str(path)
 
 
 def run(cfg: ExportConfig) -> Path:
+    """The cross-encoder as the repository's one model, `rerank`, swapped in when complete."""
+    writer = RepositoryWriter(cfg.output)
+    try:
+        writer.write_index(export_into(cfg, writer, MODEL))
+        return writer.commit()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def export_into(cfg: ExportConfig, writer: RepositoryWriter, name: str) -> dict[str, Any]:
+    """The cross-encoder as the model ``name`` into ``writer``'s repository; returns its repository index."""
     if cfg.encoder_backend != "native":
         raise ConfigError("--task rerank is served by the native backend only (no --encoder-backend python)")
     if set(cfg.precisions) != {"fp32"}:
@@ -116,16 +128,10 @@ def run(cfg: ExportConfig) -> Path:
         tasks.check("rerank", path)
         reference = cross_encoder.load(path).to(cfg.target)
         tokenizer = _tokenizer(path)
-        writer = RepositoryWriter(cfg.output)
-        try:
-            out = _export(cfg, writer, path, source, reference, tokenizer)
-        except BaseException:
-            writer.abort()
-            raise
-    return out
+        return _export(cfg, writer, name, path, source, reference, tokenizer)
 
 
-def _export(cfg: ExportConfig, writer: RepositoryWriter, path: Path, source: str, reference, tokenizer) -> Path:
+def _export(cfg: ExportConfig, writer, name: str, path: Path, source: str, reference, tokenizer) -> dict[str, Any]:
     limit = int(reference.config.max_position_embeddings)
     max_seq = cfg.max_seq or min(DEFAULT_MAX_SEQ, limit)
     if max_seq > limit:
@@ -133,7 +139,7 @@ def _export(cfg: ExportConfig, writer: RepositoryWriter, path: Path, source: str
     module = cross_encoder.CrossEncoder(reference).eval()
     dynamo = graph_breaks(module, cfg.target)
     log.info("rerank: TorchDynamo sees %d graph(s), %d break(s)", dynamo["graphs"], dynamo["graph_breaks"])
-    version = writer.version_dir(MODEL)
+    version = writer.version_dir(name)
     artifact = version / "model.pt2"
     try:
         compile_aoti(module, cfg.target, cfg.max_batch, max_seq, artifact)
@@ -142,7 +148,7 @@ def _export(cfg: ExportConfig, writer: RepositoryWriter, path: Path, source: str
         raise ArtifactError(f"rerank: building the aoti artifact failed: {e}") from e
     diff = max_abs_diff(reference, loaded, gate_batches(tokenizer, max_seq), cfg.target)
     if diff > MAX_ABS_DIFF:
-        raise ScoreGateError(f"{MODEL} aoti ({artifact.name})", diff, MAX_ABS_DIFF)
+        raise ScoreGateError(f"{name} aoti ({artifact.name})", diff, MAX_ABS_DIFF)
     log.info("rerank: aoti scores within %.2e of transformers' (gate %.0e)", diff, MAX_ABS_DIFF)
 
     tokenizer.save_pretrained(str(version / "tokenizer"))
@@ -151,9 +157,9 @@ def _export(cfg: ExportConfig, writer: RepositoryWriter, path: Path, source: str
         raise ConfigError(f"rerank: the native tokenizer cannot encode this checkpoint's pairs: {why}")
     labels = tasks.labels(path)
     shape = _shape(cfg, max_seq, int(reference.config.hidden_size))
-    writer.write_config(MODEL, model_configs.rerank_config(shape, cfg.threads))
+    writer.write_config(name, {**model_configs.rerank_config(shape, cfg.threads), "name": name})
     writer.write_warmup(
-        MODEL,
+        name,
         {
             model_configs.WARMUP_QUERY: serialize_strings([WARMUP_QUERY]),
             model_configs.WARMUP_DOCUMENTS: serialize_strings(list(WARMUP_DOCUMENTS)),
@@ -170,7 +176,7 @@ def _export(cfg: ExportConfig, writer: RepositoryWriter, path: Path, source: str
     }
     manifest: dict[str, Any] = {
         **common,
-        "model": MODEL,
+        "model": name,
         "task": "rerank",
         "pooling": cross_encoder.POOLING,
         "head": cross_encoder.HEAD,
@@ -183,16 +189,13 @@ def _export(cfg: ExportConfig, writer: RepositoryWriter, path: Path, source: str
         "accuracy": {AOTI: {"max_abs_score_diff": diff, "gate": MAX_ABS_DIFF}},
         "compile_report": {"dynamo": dynamo},
     }
-    writer.write_manifest(MODEL, manifest)
-    writer.write_index(
-        {
-            **common,
-            "task": "rerank",
-            "models": {MODEL: {"backend": native.NAME, "task": "rerank"}},
-            "ensemble_requires": {},
-        }
-    )
-    return writer.commit()
+    writer.write_manifest(name, manifest)
+    return {
+        **common,
+        "task": "rerank",
+        "models": {name: {"backend": native.NAME, "task": "rerank"}},
+        "ensemble_requires": {},
+    }
 
 
 def _shape(cfg: ExportConfig, max_seq: int, hidden: int) -> model_configs.ServingShape:

@@ -8,7 +8,7 @@ from export.errors import ConfigError
 
 def test_defaults_are_the_cpu_main_job():
     cfg = parse_args([])
-    assert (cfg.model, cfg.target, cfg.precisions, cfg.max_seq) == ("minilm", "cpu", ("fp32", "int8"), None)
+    assert (cfg.checkpoint, cfg.target, cfg.precisions, cfg.max_seq) == ("minilm", "cpu", ("fp32", "int8"), None)
 
 
 def test_cuda_default_precisions_and_env_override(monkeypatch):
