@@ -51,8 +51,8 @@ def _info(config: service_pb2.ModelConfigResponse) -> ModelInfo:
 
 
 class Triton:
-    def __init__(self, url: str, model: str, encoder: str) -> None:
-        self.url, self.model, self.encoder = url, model, encoder
+    def __init__(self, url: str, model: str, encoder: str, rerank_model: str = RERANK_MODEL) -> None:
+        self.url, self.model, self.encoder, self.rerank_model = url, model, encoder, rerank_model
         self._info: dict[str, ModelInfo] = {}
 
     async def start(self) -> None:
@@ -69,9 +69,10 @@ class Triton:
     async def close(self) -> None:
         await self.channel.close()
 
-    async def ready(self) -> bool:
+    async def ready(self, model: str | None = None) -> bool:
+        """Whether ``model`` (the text model by default) is loaded and ready."""
         try:
-            answer = await self.stub.ModelReady(service_pb2.ModelReadyRequest(name=self.model), timeout=2)
+            answer = await self.stub.ModelReady(service_pb2.ModelReadyRequest(name=model or self.model), timeout=2)
         except grpc.aio.AioRpcError:
             return False
         return answer.ready
@@ -103,7 +104,7 @@ class Triton:
 
     async def rerank(self, query: bytes, documents: list[bytes], truncate: bool) -> np.ndarray:
         """float32 [n]: the rerank model's score of each (query, document) pair, in the documents' order."""
-        request = service_pb2.ModelInferRequest(model_name=RERANK_MODEL)
+        request = service_pb2.ModelInferRequest(model_name=self.rerank_model)
         request.inputs.add(name="QUERY", datatype="BYTES", shape=[1, 1])
         request.raw_input_contents.append(_bytes_tensor([query]))
         request.inputs.add(name="DOCUMENTS", datatype="BYTES", shape=[1, len(documents)])
