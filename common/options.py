@@ -27,6 +27,8 @@ TRUE = ("1", "true", "yes", "on")
 # (an API key file under the old name would leave the front door open).
 RETIRED_PREFIXES = {"LOADTEST_": "BERTSERVE_LOADTEST_", "BERTSERVE_PROXY_": "BERTSERVE_SERVE_"}
 FALSE = ("0", "false", "no", "off")
+# Single variables renamed since: refused the same way, with the new name.
+RETIRED_NAMES = {"BERTSERVE_EXPORT_MAX_QUEUE_SIZE": "BERTSERVE_EXPORT_MAX_QUEUED_REQUESTS"}
 
 
 def option(
@@ -120,6 +122,8 @@ def environment(cls: type[Any], prefix: str, env: Mapping[str, str] | None = Non
     variable and value of a bad one, or of a variable under a retired name."""
     env = os.environ if env is None else env
     for name in env:
+        if name in RETIRED_NAMES and env[name] != "":
+            raise ValueError(f"{name} is no longer read: the variable is now {RETIRED_NAMES[name]}")
         for old, new in RETIRED_PREFIXES.items():
             if name.startswith(old) and not name.startswith(new):
                 raise ValueError(f"{name} is no longer read: the variable is now {new}{name[len(old) :]}")

@@ -64,8 +64,14 @@ class ExportConfig:
         "longest a request waits in the dynamic batcher for others to join its batch (0: never waits); the "
         "Python tokenizer and a Python encoder (the native models batch what queues during a forward)",
     )
-    max_queue_size: int | None = option(
-        None, "requests that may wait per model before REJECT", shown="two full batches (2 x --max-batch)"
+    # Requests, per model, in Triton's queue: the `max_queue_size` of Triton's queue policy, which only the
+    # Python-backend encoder takes. The native models bound their queue by predicted work against each request's
+    # deadline (--deadline-us; backend/src/scheduler.h), never by a count.
+    max_queued_requests: int | None = option(
+        None,
+        "Python-backend encoder (--encoder-backend python): requests that may wait in Triton's queue per model "
+        "before REJECT (Triton's max_queue_size); the native models admit by deadline instead (--deadline-us)",
+        shown="two full batches (2 x --max-batch)",
     )
     queue_timeout_us: int = option(
         QUEUE_TIMEOUT_US, "longest wait in a model's queue before REJECT (UNAVAILABLE); clients may ask for less"
@@ -81,7 +87,7 @@ class ExportConfig:
     )
     shedding: bool = option(
         True,
-        "a queue policy: REJECT past --max-queue-size or --queue-timeout-us; --no-shedding: none (unbounded "
+        "a queue policy: REJECT past --max-queued-requests or --queue-timeout-us; --no-shedding: none (unbounded "
         "queues; with one instance a model then never waits the batcher's 500 ms poll, see docs/PERFORMANCE.md)",
     )
     gelu_epilogue: bool = option(
@@ -176,10 +182,10 @@ class ExportConfig:
             raise ConfigError(f"--max-seq must be at least 8, got {self.max_seq}")
         if self.max_queue_delay_us < 0:
             raise ConfigError(f"--max-queue-delay-us must be at least 0, got {self.max_queue_delay_us}")
-        if self.max_queue_size is not None and self.max_queue_size < self.max_batch:
+        if self.max_queued_requests is not None and self.max_queued_requests < self.max_batch:
             raise ConfigError(
-                f"--max-queue-size must be at least --max-batch ({self.max_batch}): one execute may hand over a "
-                f"full batch, got {self.max_queue_size}"
+                f"--max-queued-requests must be at least --max-batch ({self.max_batch}): one execute may hand over "
+                f"a full batch, got {self.max_queued_requests}"
             )
         if self.deadline_us is not None and self.deadline_us < 1:
             raise ConfigError(f"--deadline-us must be at least 1, got {self.deadline_us}")

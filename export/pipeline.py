@@ -253,7 +253,7 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
         max_queue_delay_us=cfg.max_queue_delay_us,
         execution_env=str(cfg.execution_env or sys.prefix),
         warmup_seq=int(warm["input_ids"].shape[1]),
-        queue=model_configs.QueuePolicy(cfg.max_queue_size or 2 * cfg.max_batch, cfg.queue_timeout_us)
+        queue=model_configs.QueuePolicy(cfg.max_queued_requests or 2 * cfg.max_batch, cfg.queue_timeout_us)
         if cfg.shedding
         else None,
         deadline_us=cfg.deadline_us or DEFAULT_DEADLINE_US[cfg.target],
