@@ -5,7 +5,7 @@ the reranker alone and both, each a fresh ``python -m serving`` (tritonserver an
 Per start: the time from the launcher's start to ``/v2/health/ready``, then each served model's first answer, and
 the resident memory (RSS) of tritonserver with its children, after one request per model (its first forward is
 done). The single-model servers load the same files as the pair (linked copies whose index lists fewer models), so
-the difference is the second model's alone. Writes reports/several-models-<cpu|cuda>.{json,md}.
+the difference is the second model's alone. Writes reports/several-models-cpu.{json,md}.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 
 from reliability import processes
-from reliability.repository import linked_copy, replace_file
-from serving.repository.hardware import cpu_model
-from serving.repository.manifest import REPOSITORY_INDEX, entry_points
+from reliability.copies import linked_copy, replace_file
+from serving.contract.hardware import cpu_model
+from serving.contract.manifest import REPOSITORY_INDEX, entry_points
 
 log = logging.getLogger("bench.several_models")
 MIB = 1 << 20

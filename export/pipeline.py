@@ -26,8 +26,8 @@ from export.report import table
 from export.repository import RepositoryWriter, serialize_strings
 from export.specs import SINGLE, ModelNames
 from export.verify import RETRIEVAL_MIN, Accuracy, Retrieval, Verifier, calibration_batches
-from serving.repository import native
-from serving.repository.artifacts import AOTI, EXPORTED_PROGRAM, FILENAMES, ONNX, PATHS, RUNTIME_PREFERENCE, TORCHSCRIPT
+from serving.contract import native
+from serving.contract.artifacts import AOTI, EXPORTED_PROGRAM, FILENAMES, ONNX, PATHS, RUNTIME_PREFERENCE, TORCHSCRIPT
 
 log = logging.getLogger(__name__)
 

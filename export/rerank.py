@@ -24,8 +24,8 @@ from export.config import ExportConfig
 from export.errors import AccuracyGateError, ArtifactError, ConfigError
 from export.repository import RepositoryWriter, serialize_strings
 from export.verify import pairs as shipped_pairs
-from serving.repository import native
-from serving.repository.artifacts import AOTI, load_module
+from serving.contract import native
+from serving.contract.artifacts import AOTI, load_module
 
 log = logging.getLogger(__name__)
 

@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
+from serving.contract.manifest import REPOSITORY_INDEX, entry_points
 from serving.gateway import errors
 from serving.gateway.coalesce import Coalescer
 from serving.gateway.config import GatewayConfig
 from serving.gateway.metrics import Metrics
 from serving.gateway.triton import Embedded, ModelInfo, Triton
-from serving.repository.manifest import REPOSITORY_INDEX, entry_points
 
 log = logging.getLogger(__name__)
 

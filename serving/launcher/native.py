@@ -1,5 +1,5 @@
 """The native encoder backend (backend/, C++ against the torch wheel's libtorch): where it is built and installed
-(its name and runtimes are the repository's contract: serving/repository/native.py).
+(its name and runtimes are the repository's contract: serving/contract/native.py).
 
 A model whose config says ``backend: "bertserve"`` runs inside the tritonserver process; tritonserver loads
 ``<backend-dir>/bertserve/libtriton_bertserve.so`` for it. ``make setup`` builds the library into build/backend/.
@@ -11,7 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
-from serving.repository.native import NAME, RUNTIMES
+from serving.contract.native import NAME, RUNTIMES
 
 __all__ = ["LIBRARY", "LIBRARY_NAME", "NAME", "RUNTIMES", "install"]
 

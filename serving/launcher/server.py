@@ -20,13 +20,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from serving.contract import hardware
+from serving.contract.manifest import REPOSITORY_INDEX, VerificationError, entry_points, read, verify
 from serving.gateway import process as gateway_process
 from serving.launcher import native
 from serving.launcher.admin import STOP_GRACE_S, Admin, drain_then_stop
 from serving.launcher.config import ENV_PREFIX, RESTRICTED, ServeConfig
 from serving.launcher.stubs import STUB, remove_regions, stubs
-from serving.repository import hardware
-from serving.repository.manifest import REPOSITORY_INDEX, VerificationError, entry_points, read, verify
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from transformers import AutoTokenizer
 from export import checkpoint, cross_encoder
 from export.repository import code_sha256
 from reliability import processes
-from reliability.repository import linked_copy, replace_file
+from reliability.copies import linked_copy, replace_file
 from tests.integration.conftest import READY_TIMEOUT_S, ROOT
 
 pytestmark = pytest.mark.integration

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from export.repository import file_hashes
+from serving.contract import manifest as server_manifest
+from serving.contract.hardware import cpu_model
+from serving.contract.manifest import entry_points
 from serving.launcher import server, stubs
 from serving.launcher.config import parse_args
 from serving.launcher.server import LaunchError, command, read_index, select_models
-from serving.repository import manifest as server_manifest
-from serving.repository.hardware import cpu_model
-from serving.repository.manifest import entry_points
 
 
 def _model(repo: Path, name: str, files: dict[str, bytes], **manifest: object) -> None:
