@@ -12,11 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from export import specs
+from export import specs, tasks
 from export.config import ExportConfig
+from export.errors import CheckpointError
 from export.repository import RepositoryWriter
 
 log = logging.getLogger(__name__)
+# The checkpoints export builds or ships itself (export/checkpoint.py, export/cross_encoder.py).
+NAMED_CHECKPOINTS = ("minilm", "bert-base", tasks.SEEDED_CROSS_ENCODER)
 
 
 def plan(cfg: ExportConfig, task_of: Callable[[ExportConfig], str]) -> list[tuple[specs.ModelSpec, ExportConfig, str]]:
@@ -24,6 +27,14 @@ def plan(cfg: ExportConfig, task_of: Callable[[ExportConfig], str]) -> list[tupl
     every model name distinct across the repository."""
     planned = []
     for spec in cfg.specs:
+        if (
+            spec.checkpoint not in NAMED_CHECKPOINTS
+            and not (Path(spec.checkpoint).expanduser() / "config.json").is_file()
+        ):
+            raise CheckpointError(
+                f"--model {spec.name}=...: {spec.checkpoint} is neither {', '.join(NAMED_CHECKPOINTS)} nor a local "
+                "Hugging Face directory (no config.json)"
+            )
         model_cfg = specs.apply(cfg, spec)
         task = model_cfg.task or task_of(model_cfg)
         planned.append((spec, model_cfg, task))

@@ -6,7 +6,7 @@ import pytest
 
 from export import specs
 from export.config import ExportConfig, parse_args
-from export.errors import ConfigError
+from export.errors import CheckpointError, ConfigError
 from export.several import merged_index, plan
 
 
@@ -121,3 +121,13 @@ def test_the_merged_index_lists_every_model_with_its_task():
     }
     assert index["served"] == {"bert": "fp32"} and index["target"] == "cpu"
     assert index["specs"]["rerank"]["source"] == "ce" and index["specs"]["embed"]["task"] == "embed"
+
+
+def test_a_spec_whose_checkpoint_is_nowhere_is_refused_before_any_work(tmp_path):
+    cfg = parse_args(["--model", "embed=minilm", "--model", f"rerank={tmp_path / 'absent'},task=rerank"])
+    with pytest.raises(CheckpointError, match="rerank=...: .*absent is neither minilm, bert-base"):
+        plan(cfg, _task)
+    (tmp_path / "ce").mkdir()
+    (tmp_path / "ce" / "config.json").write_text("{}")
+    cfg = parse_args(["--model", "embed=minilm", "--model", f"rerank={tmp_path / 'ce'},task=rerank"])
+    assert [t for _, _, t in plan(cfg, _task)] == ["embed", "rerank"]
