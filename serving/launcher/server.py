@@ -20,6 +20,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
 from serving.contract import hardware
 from serving.contract.manifest import REPOSITORY_INDEX, VerificationError, entry_points, read, verify
 from serving.gateway import process as gateway_process
@@ -157,7 +160,32 @@ def select_models(repo: Path, index: dict, backend_dir: Path) -> list[str]:
         missing = [s for s in steps if s not in load]
         if missing and ensemble in load:
             log.error("%s needs %s, which will not load: the server will not report ready", ensemble, missing)
+    _warn_if_pools_oversubscribe(repo, [m for m in load if index["models"][m]["backend"] == native.NAME])
     return load
+
+
+def _warn_if_pools_oversubscribe(repo: Path, native_models: list[str]) -> None:
+    """The native backend runs every model's CPU forwards on one pool per intra-op thread count, each pool as many
+    teams as the CPUs hold (backend/src/compute_pool.h): models of different thread counts get pools of their own,
+    whose teams together outnumber the cores. Export gives every model of a repository one count; say so when a
+    repository (edited by hand, or assembled from several) does not."""
+    usable = len(os.sched_getaffinity(0))
+    counts: dict[int, list[str]] = {}
+    for name in native_models:
+        try:
+            config = text_format.Parse((repo / name / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+        except (OSError, text_format.ParseError):
+            continue  # the model's own load reports it
+        if "threads" in config.parameters:
+            threads = int(config.parameters["threads"].string_value or 0)
+            counts.setdefault(threads or usable, []).append(name)
+    if len(counts) > 1:
+        log.warning(
+            "the native models ask for different intra-op thread counts (%s): each count gets a compute pool of its "
+            "own, and together their threads outnumber the %d usable CPUs; export the models with one --threads",
+            "; ".join(f"{t}: {', '.join(names)}" for t, names in sorted(counts.items())),
+            usable,
+        )
 
 
 def _warn_if_tuned_elsewhere(name: str, manifest: dict) -> None:

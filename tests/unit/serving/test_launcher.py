@@ -75,6 +75,27 @@ def test_every_entry_point_of_a_repository_of_several_stays_listed_when_it_fails
     assert select_models(r, read_index(r), backends) == ["embed", "reranker"]
 
 
+def _native_repo(root: Path, threads: dict[str, str]) -> Path:
+    for name, count in threads.items():
+        config = f'name: "{name}"\nbackend: "bertserve"\nparameters {{ key: "threads" value {{ string_value: "{count}" }} }}\n'
+        _model(root, name, {"config.pbtxt": config.encode()})
+    models = {m: {"backend": "bertserve", "task": "embed"} for m in threads}
+    (root / "repository.json").write_text(json.dumps({"models": models}))
+    return root
+
+
+def test_native_models_of_different_thread_counts_are_warned_of(tmp_path, caplog):
+    backends = tmp_path / "backends"
+    (backends / "bertserve").mkdir(parents=True)
+    usable = len(os.sched_getaffinity(0))
+    same = _native_repo(tmp_path / "same", {"embed": "0", "rerank": str(usable)})
+    assert select_models(same, read_index(same), backends) == ["embed", "rerank"]
+    assert "different intra-op thread counts" not in caplog.text
+    mixed = _native_repo(tmp_path / "mixed", {"embed": "0", "rerank": str(usable + 1)})
+    assert select_models(mixed, read_index(mixed), backends) == ["embed", "rerank"]
+    assert f"different intra-op thread counts ({usable}: embed; {usable + 1}: rerank)" in caplog.text
+
+
 def test_an_index_without_tasks_has_embed_as_its_entry_point(repo):
     assert entry_points(read_index(repo)) == {"embed": "embed"}
 
