@@ -47,8 +47,11 @@ backend-asan: $(STAMP) ## Build the backend with ASan + UBSan and run its integr
 tools: setup ## Install the system tools the tests need (Debian prometheus/promtool and nginx; kubectl is checked)
 	bash deploy/ci-tools.sh
 
-export: setup ## Export the default model (MiniLM, CPU) into model_repository/  (ARGS="--help" for options)
-	$(PY) -m export $(ARGS)
+# MODELS: several checkpoints into one repository, one NAME=CHECKPOINT[,KEY=VALUE]... each (export/specs.py), e.g.
+# MODELS="embed=minilm rerank=minilm-cross-encoder". Empty: the one default embedder, as ARGS says.
+MODELS ?=
+export: setup ## Export the default model (MiniLM, CPU) into model_repository/  (MODELS="embed=minilm rerank=minilm-cross-encoder": several; ARGS="--help")
+	$(PY) -m export $(foreach m,$(MODELS),--model $(m)) $(ARGS)
 
 serve: setup ## Start tritonserver on model_repository/ (HTTP 8000, gRPC 8001, metrics 8002, OpenAI/TEI 8080; REPLICAS=N behind nginx)
 	$(PY) -m $(if $(REPLICAS),serving.launcher.replicas --replicas $(REPLICAS),serving) $(ARGS)

@@ -34,9 +34,9 @@ from loadtest.config import LoadTestConfig, int_list
 from loadtest.payload import build_pool, perf_analyzer_input_data
 from loadtest.perf_analyzer_compare import ensure_perf_analyzer, run_perf_analyzer
 from reliability import processes
-from reliability.repository import rewrite_config
-from serving.launcher import native
-from serving.repository.manifest import MANIFEST, REPOSITORY_INDEX, read
+from reliability.copies import rewrite_config
+from serving.contract import native
+from serving.contract.manifest import MANIFEST, REPOSITORY_INDEX, read
 
 log = logging.getLogger("bench.backends")
 BACKENDS = ("native", "python")

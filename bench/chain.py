@@ -27,8 +27,8 @@ import torch
 import torch.nn.functional as F
 
 from bench.quant_probe import graph_ms
-from serving.repository.artifacts import AOTI, load_module
-from serving.repository.manifest import read
+from serving.contract.artifacts import AOTI, load_module
+from serving.contract.manifest import read
 
 log = logging.getLogger(__name__)
 

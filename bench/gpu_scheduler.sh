@@ -33,7 +33,7 @@ configure() {  # $1: instances per model, $2: deadline_us, in the exported confi
   sed -i -E "s/count: [0-9]+/count: $1/" "$repo"/{embed,bert}/config.pbtxt
   sed -i -E "/key: \"deadline_us\"/{n;n;s/string_value: \"[0-9]+\"/string_value: \"$2\"/}" "$repo"/{embed,bert}/config.pbtxt
   # Recorded in the manifests, or the launcher would refuse to load the edited models.
-  "$py" -c 'import sys; from pathlib import Path; from reliability.repository import record_config
+  "$py" -c 'import sys; from pathlib import Path; from reliability.copies import record_config
 for d in sys.argv[1:]: record_config(Path(d))' "$repo"/{embed,bert} || return 1
   echo "instances $(grep -o 'count: [0-9]*' "$repo/embed/config.pbtxt"), deadline_us" \
     "$(grep -A2 deadline_us "$repo/embed/config.pbtxt" | grep -o '[0-9]\+' | tail -1)"

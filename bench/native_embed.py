@@ -24,9 +24,9 @@ from bench import served
 from bench.timing import served_artifact_ms
 from export import model_configs
 from export.repository import file_hashes
-from reliability.repository import linked_copy, replace_file
-from serving.repository.hardware import cpu_model
-from serving.repository.manifest import MANIFEST
+from reliability.copies import linked_copy, replace_file
+from serving.contract.hardware import cpu_model
+from serving.contract.manifest import MANIFEST
 
 log = logging.getLogger("bench.native_embed")
 ROOT = Path(__file__).resolve().parent.parent

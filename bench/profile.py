@@ -37,8 +37,8 @@ from bench.report import machine
 from bench.timing import clock
 from export import artifacts as art
 from export import autotune
-from serving.repository.artifacts import AOTI, EXPORTED_PROGRAM, load_module
-from serving.repository.manifest import read, verify
+from serving.contract.artifacts import AOTI, EXPORTED_PROGRAM, load_module
+from serving.contract.manifest import read, verify
 
 log = logging.getLogger("bench.profile")
 # What a reader opens in the package: generated code and its metadata, not the compiled objects or weights.

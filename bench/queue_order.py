@@ -28,7 +28,7 @@ from bench.cpu_scheduler import texts_input
 from loadtest.config import LoadTestConfig
 from loadtest.payload import build_pool
 from reliability import processes
-from reliability.repository import linked_copy, set_parameter
+from reliability.copies import linked_copy, set_parameter
 
 log = logging.getLogger(__name__)
 ORDERS = ("deadline", "arrival")

@@ -13,7 +13,7 @@ import torch
 from bench.stats import speedups, summarise
 from bench.table import full_table, overview, variants_table
 from bench.timing import Cell
-from serving.repository.hardware import cpu_model
+from serving.contract.hardware import cpu_model
 
 
 def machine(device: str) -> dict[str, Any]:

@@ -15,8 +15,8 @@ import torch
 from bench.memory import MemoryProbe
 from bench.stats import calls_per_round, percentile
 from bench.variants import Variant
+from serving.contract.manifest import read
 from serving.python_backend.runtime import Runtime
-from serving.repository.manifest import read
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from bench.config import BenchConfig
 from bench.inputs import Model, calibration
 from export import artifacts as art
 from export import autotune, fusion
-from serving.repository.artifacts import AOTI, TORCHSCRIPT, load_module
+from serving.contract.artifacts import AOTI, TORCHSCRIPT, load_module
 
 log = logging.getLogger(__name__)
 
@@ -240,7 +240,7 @@ class Builder:
 
     # an exported repository ---------------------------------------------------------------------------
     def _repository_plans(self, repository: Path) -> Iterator[Plan]:
-        from serving.repository import manifest as mf
+        from serving.contract import manifest as mf
 
         for model_dir in sorted(p for p in repository.iterdir() if (p / mf.MANIFEST).is_file()):
             manifest = mf.read(model_dir)
@@ -258,7 +258,7 @@ class Builder:
                 yield Plan(name_rt, _timed(build_rt))
 
     def _repository_variant(self, model_dir: Path, manifest: dict[str, Any], name: str) -> Variant:
-        from serving.repository import manifest as mf
+        from serving.contract import manifest as mf
 
         kind = manifest["runtime"]
         rel = manifest["artifacts"][kind]["file"]
@@ -315,7 +315,7 @@ def _onnx_variant(name: str, precision: str, path: Path, threads: int = 0) -> Va
 
 def _manifest_for(path: Path) -> dict[str, Any]:
     """The minimal manifest :class:`serving.python_backend.runtime.Runtime` needs for a package built here."""
-    from serving.repository.manifest import sha256
+    from serving.contract.manifest import sha256
 
     return {
         "runtime": AOTI,

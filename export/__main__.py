@@ -17,11 +17,11 @@ def _task(cfg) -> str:
 
     if cfg.task:
         return cfg.task
-    if cfg.model == tasks.SEEDED_CROSS_ENCODER:
+    if cfg.checkpoint == tasks.SEEDED_CROSS_ENCODER:
         return "rerank"
-    if cfg.model == tasks.SEEDED_CLASSIFIER:
+    if cfg.checkpoint == tasks.SEEDED_CLASSIFIER:
         return "classify"
-    path = Path(cfg.model).expanduser()
+    path = Path(cfg.checkpoint).expanduser()
     return tasks.detect(path) if (path / "config.json").is_file() else "embed"
 
 
@@ -30,6 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     quiet_third_parties()
     try:
         cfg = parse_args(argv)
+        if cfg.specs:
+            from export import several
+
+            several.run(cfg, _task)
+            return 0
         task = _task(cfg)
         if task == "rerank":
             from export.rerank import run  # heavy imports after the arguments are known good

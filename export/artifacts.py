@@ -14,7 +14,7 @@ from torch import nn
 from torch.export import Dim, ExportedProgram
 
 from export.errors import ArtifactError
-from serving.repository.artifacts import ONNX, LoadError, load_module
+from serving.contract.artifacts import ONNX, LoadError, load_module
 
 log = logging.getLogger(__name__)
 

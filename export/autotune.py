@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from serving.repository.hardware import processor
+from serving.contract.hardware import processor
 
 BACKENDS = {"cpu": "CPP,ATEN", "cuda": "TRITON,ATEN"}
 

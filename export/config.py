@@ -1,16 +1,17 @@
 """The export step's configuration: one frozen dataclass, BERTSERVE_EXPORT_* env defaults, a thin CLI
-(serving.options)."""
+(common.options)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
+from common import options
+from common.options import option
+from export import specs
 from export.errors import ConfigError
 from export.model_configs import QUEUE_TIMEOUT_US
 from export.tasks import TASKS
-from serving import options
-from serving.options import option
 
 PRECISIONS = ("fp32", "fp16", "int8", "fp8")
 TARGETS = ("cpu", "cuda")
@@ -30,12 +31,16 @@ DEFAULT_DEADLINE_US = {"cuda": 10_000, "cpu": QUEUE_TIMEOUT_US}
 
 @dataclass(frozen=True)
 class ExportConfig:
-    model: str = option(
-        "minilm",
+    model: tuple[str, ...] = option(
+        ("minilm",),
         "minilm (packaged all-MiniLM-L6-v2), bert-base (BertConfig() shape, seeded weights), "
         "minilm-cross-encoder (MiniLM with a seeded one-label head: scores that are NOT meaningful relevance; "
         "what --task rerank exports for minilm), minilm-classifier (MiniLM with a seeded three-label head: labels "
-        "that are NOT meaningful; what --task classify exports for minilm) or a local Hugging Face BERT directory",
+        "that are NOT meaningful; what --task classify exports for minilm) or a local Hugging Face BERT directory; "
+        "or, once per model of a repository of several, NAME=CHECKPOINT[,task=T][,precision=P+P][,serve=P]"
+        "[,max_seq=N][,max_batch=N][,instances=N][,int8_recipe=R] (export/specs.py; in the variable, specs "
+        "separated by spaces)",
+        repeat=True,
     )
     task: str | None = option(
         None,
@@ -63,8 +68,14 @@ class ExportConfig:
         "longest a request waits in the dynamic batcher for others to join its batch (0: never waits); the "
         "Python tokenizer and a Python encoder (the native models batch what queues during a forward)",
     )
-    max_queue_size: int | None = option(
-        None, "requests that may wait per model before REJECT", shown="two full batches (2 x --max-batch)"
+    # Requests, per model, in Triton's queue: the `max_queue_size` of Triton's queue policy, which only the
+    # Python-backend encoder takes. The native models bound their queue by predicted work against each request's
+    # deadline (--deadline-us; backend/src/scheduler.h), never by a count.
+    max_queued_requests: int | None = option(
+        None,
+        "Python-backend encoder (--encoder-backend python): requests that may wait in Triton's queue per model "
+        "before REJECT (Triton's max_queue_size); the native models admit by deadline instead (--deadline-us)",
+        shown="two full batches (2 x --max-batch)",
     )
     queue_timeout_us: int = option(
         QUEUE_TIMEOUT_US, "longest wait in a model's queue before REJECT (UNAVAILABLE); clients may ask for less"
@@ -80,7 +91,7 @@ class ExportConfig:
     )
     shedding: bool = option(
         True,
-        "a queue policy: REJECT past --max-queue-size or --queue-timeout-us; --no-shedding: none (unbounded "
+        "a queue policy: REJECT past --max-queued-requests or --queue-timeout-us; --no-shedding: none (unbounded "
         "queues; with one instance a model then never waits the batcher's 500 ms poll, see docs/PERFORMANCE.md)",
     )
     gelu_epilogue: bool = option(
@@ -117,10 +128,31 @@ class ExportConfig:
     )
 
     @property
+    def checkpoint(self) -> str:
+        """The one checkpoint of a single-model export."""
+        if self.specs:
+            raise ConfigError("a repository of several models has no one checkpoint: export each spec's")
+        return self.model[0]
+
+    @property
+    def specs(self) -> tuple[specs.ModelSpec, ...]:
+        """The NAME=SPEC models of a repository of several; () for a single-model export."""
+        return specs.parse_all(self.model)
+
+    @property
     def tuned(self) -> bool:
         return self.autotune if self.autotune is not None else self.target == "cpu"
 
     def __post_init__(self) -> None:
+        if isinstance(self.model, str):
+            object.__setattr__(self, "model", (self.model,))
+        if not self.model:
+            raise ConfigError("--model names no checkpoint")
+        if self.specs and (self.task or self.serve):
+            raise ConfigError(
+                "--task and --serve are each model's own with NAME=CHECKPOINT specs: give task=... and serve=... in "
+                "the spec"
+            )
         if self.target not in TARGETS:
             raise ConfigError(f"unknown target {self.target!r}; choose from {', '.join(TARGETS)}")
         if self.task is not None and self.task not in TASKS:
@@ -156,10 +188,10 @@ class ExportConfig:
             raise ConfigError(f"--max-seq must be at least 8, got {self.max_seq}")
         if self.max_queue_delay_us < 0:
             raise ConfigError(f"--max-queue-delay-us must be at least 0, got {self.max_queue_delay_us}")
-        if self.max_queue_size is not None and self.max_queue_size < self.max_batch:
+        if self.max_queued_requests is not None and self.max_queued_requests < self.max_batch:
             raise ConfigError(
-                f"--max-queue-size must be at least --max-batch ({self.max_batch}): one execute may hand over a "
-                f"full batch, got {self.max_queue_size}"
+                f"--max-queued-requests must be at least --max-batch ({self.max_batch}): one execute may hand over "
+                f"a full batch, got {self.max_queued_requests}"
             )
         if self.deadline_us is not None and self.deadline_us < 1:
             raise ConfigError(f"--deadline-us must be at least 1, got {self.deadline_us}")

@@ -198,10 +198,12 @@ def bert_config(
     }
 
 
-def embed_config(shape: ServingShape, bert_model: str = "bert") -> dict[str, Any]:
+def embed_config(
+    shape: ServingShape, bert_model: str = "bert", name: str = "embed", tokenizer_model: str = "tokenizer"
+) -> dict[str, Any]:
     """The ensemble: TEXT -> tokenizer -> bert -> EMBEDDING (ensembles take no batching or warm-up)."""
     return {
-        "name": "embed",
+        "name": name,
         "platform": "ensemble",
         "max_batch_size": shape.max_batch,
         "input": [{"name": "TEXT", "data_type": "TYPE_STRING", "dims": [1]}],
@@ -212,7 +214,7 @@ def embed_config(shape: ServingShape, bert_model: str = "bert") -> dict[str, Any
         "ensemble_scheduling": {
             "step": [
                 {
-                    "model_name": "tokenizer",
+                    "model_name": tokenizer_model,
                     "model_version": -1,
                     "input_map": {"TEXT": "TEXT"},
                     "output_map": {"input_ids": "ids", "attention_mask": "mask", "truncated": "TRUNCATED"},

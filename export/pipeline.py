@@ -24,9 +24,10 @@ from export.errors import AccuracyGateError, ConfigError, ExportError
 from export.progress import Steps
 from export.report import table
 from export.repository import RepositoryWriter, serialize_strings
+from export.specs import SINGLE, ModelNames
 from export.verify import RETRIEVAL_MIN, Accuracy, Retrieval, Verifier, calibration_batches
-from serving.launcher import native
-from serving.repository.artifacts import AOTI, EXPORTED_PROGRAM, FILENAMES, ONNX, PATHS, RUNTIME_PREFERENCE, TORCHSCRIPT
+from serving.contract import native
+from serving.contract.artifacts import AOTI, EXPORTED_PROGRAM, FILENAMES, ONNX, PATHS, RUNTIME_PREFERENCE, TORCHSCRIPT
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +51,11 @@ class Variant:
     latency_ms: float = float("inf")
     runner: art.Runner | None = field(default=None, repr=False)
     tuning: dict[str, Any] | None = None  # what --autotune ran and chose (export.autotune)
+    names: ModelNames = SINGLE["embed"]  # the names of the checkpoint's models in the repository
 
     @property
     def staging_name(self) -> str:
-        return f"bert_{self.precision}"
+        return self.names.staging(self.precision)
 
 
 def _eager_runner(module: nn.Module, device: str) -> art.Runner:
@@ -170,14 +172,24 @@ def _variants(cfg: ExportConfig, encoder: nn.Module, verifier: Verifier, ckpt, m
 
 
 def run(cfg: ExportConfig) -> Path:
+    """The checkpoint as the repository's one embedder (`embed`, `bert`, ...), swapped in when complete."""
     log.info("export config: %s", cfg)
+    writer = RepositoryWriter(cfg.output)
+    try:
+        writer.write_index(export_into(cfg, writer, SINGLE["embed"]))
+        return writer.commit()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def export_into(cfg: ExportConfig, writer: RepositoryWriter, names: ModelNames) -> dict[str, Any]:
+    """The checkpoint's models, named by ``names``, into ``writer``'s repository; returns their repository index."""
     steps = Steps(total=4 + len(cfg.precisions) * len(PATHS))
-    writer = None
     try:
         with steps.step("load checkpoint"):
-            ckpt = checkpoint.load(cfg.model)
+            ckpt = checkpoint.load(cfg.checkpoint)
             max_seq = ckpt.max_seq(cfg.max_seq)
-            writer = RepositoryWriter(cfg.output)
         with steps.step("encoder + fp32 reference"):
             encoder = Encoder(ckpt.model).to(cfg.target).eval()
             verifier = Verifier(
@@ -190,6 +202,8 @@ def run(cfg: ExportConfig) -> Path:
             dynamo = art.graph_breaks(encoder, cfg.target)
         with steps.step("quantize / cast"):
             variants = _variants(cfg, encoder, verifier, ckpt, max_seq)
+            for v in variants:
+                v.names = names
         steps.bar.total = 6 + sum(len(v.paths - cfg.skip) for v in variants)
         not_built = []
         for v in variants:
@@ -203,16 +217,11 @@ def run(cfg: ExportConfig) -> Path:
             for v in variants:
                 v.latency_ms = latency[v.precision]
         with steps.step("write repository"):
-            report = _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, steps)
-            out = writer.commit()
-    except BaseException:
-        if writer is not None:
-            writer.abort()
-        raise
+            report, index = _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, steps, names)
     finally:
         steps.close()
     sys.stderr.write(table(report) + "\n")
-    return out
+    return index
 
 
 def _encoder_backend(cfg: ExportConfig, v: Variant) -> str:
@@ -227,7 +236,7 @@ def _encoder_backend(cfg: ExportConfig, v: Variant) -> str:
     return native.NAME
 
 
-def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, steps) -> dict[str, Any]:
+def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, steps, names: ModelNames):
     refused = {
         v.precision: v.retrieval.failures(f"{v.staging_name} {v.runtime}")[0]
         for v in variants
@@ -235,11 +244,11 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
     }
     choice = serving_choice.choose({v.precision: v.latency_ms for v in variants}, cfg.serve, refused)
     served = next(v for v in variants if v.precision == choice.precision)
-    log.info("bert serves %s: %s", choice.precision, choice.reason)
-    names = {v.precision: ("bert" if v is served else v.staging_name) for v in variants}
+    log.info("%s serves %s: %s", names.bert, choice.precision, choice.reason)
+    model = {v.precision: (names.bert if v is served else v.staging_name) for v in variants}
     for v in variants:
-        if names[v.precision] != v.staging_name:
-            (writer.tmp / v.staging_name).rename(writer.tmp / names[v.precision])
+        if model[v.precision] != v.staging_name:
+            (writer.tmp / v.staging_name).rename(writer.tmp / model[v.precision])
     warm = ckpt.tokenizer(WARMUP_TEXT, truncation=True, max_length=max_seq, return_tensors="np")
     shape = model_configs.ServingShape(
         max_batch=cfg.max_batch,
@@ -250,7 +259,7 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
         max_queue_delay_us=cfg.max_queue_delay_us,
         execution_env=str(cfg.execution_env or sys.prefix),
         warmup_seq=int(warm["input_ids"].shape[1]),
-        queue=model_configs.QueuePolicy(cfg.max_queue_size or 2 * cfg.max_batch, cfg.queue_timeout_us)
+        queue=model_configs.QueuePolicy(cfg.max_queued_requests or 2 * cfg.max_batch, cfg.queue_timeout_us)
         if cfg.shedding
         else None,
         deadline_us=cfg.deadline_us or DEFAULT_DEADLINE_US[cfg.target],
@@ -258,13 +267,13 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
     )
     report = {
         "dynamo": dynamo,
-        "artifacts": [{"model": names[v.precision], **e} for v in variants for e in v.built.values()],
-        "not_applicable": [{**n, "model": names[n["model"].removeprefix("bert_")]} for n in not_built],
-        "latency_ms": {names[v.precision]: round(v.latency_ms, 3) for v in variants},
+        "artifacts": [{"model": model[v.precision], **e} for v in variants for e in v.built.values()],
+        "not_applicable": [{**n, "model": model[n["model"].removeprefix(names.staging(""))]} for n in not_built],
+        "latency_ms": {model[v.precision]: round(v.latency_ms, 3) for v in variants},
         "served": {"precision": choice.precision, "reason": choice.reason},
-        "retrieval": {names[v.precision]: _retrieval_entry(v) for v in variants},
-        "runtime": {names[v.precision]: v.runtime for v in variants},
-        "autotune": {names[v.precision]: v.tuning or {"ran": False} for v in variants},
+        "retrieval": {model[v.precision]: _retrieval_entry(v) for v in variants},
+        "runtime": {model[v.precision]: v.runtime for v in variants},
+        "autotune": {model[v.precision]: v.tuning or {"ran": False} for v in variants},
         "steps_seconds": steps.seconds,
     }
     common = {
@@ -279,7 +288,7 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
     ids = warm["input_ids"][0].astype(np.int64)
     backends = {v.precision: _encoder_backend(cfg, v) for v in variants}
     for v in variants:
-        name = names[v.precision]
+        name = model[v.precision]
         backend = backends[v.precision]
         writer.write_config(name, model_configs.bert_config(name, shape, v.precision, v.runtime, backend, cfg.threads))
         if backend == "python":
@@ -306,51 +315,53 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
                 "compile_report": report,
             },
         )
-    ckpt.tokenizer.save_pretrained(str(writer.version_dir("tokenizer") / "tokenizer"))
-    tokenizer_json = writer.version_dir("tokenizer") / "tokenizer" / "tokenizer.json"
+    tok, entry = names.tokenizer, names.entry
+    ckpt.tokenizer.save_pretrained(str(writer.version_dir(tok) / "tokenizer"))
+    tokenizer_json = writer.version_dir(tok) / "tokenizer" / "tokenizer.json"
     why = native_tokenizer.unsupported(json.loads(tokenizer_json.read_text()))
     if backends[served.precision] != native.NAME:
         why = "bert is not served by the native backend"
-    writer.write_warmup("tokenizer", {"text": serialize_strings([WARMUP_TEXT])})
+    writer.write_warmup(tok, {"text": serialize_strings([WARMUP_TEXT])})
     if why is None:  # the native backend tokenizes as the checkpoint does: no Python stub process
-        writer.write_config("tokenizer", model_configs.native_tokenizer_config(shape))
+        writer.write_config(tok, _named(model_configs.native_tokenizer_config(shape), tok))
         tokenizer_rel = "1/tokenizer/tokenizer.json"
-        writer.write_manifest(
-            "tokenizer", {**common, "model": "tokenizer", "runtime": "none", "tokenizer": tokenizer_rel}
-        )
+        writer.write_manifest(tok, {**common, "model": tok, "runtime": "none", "tokenizer": tokenizer_rel})
     else:
-        writer.write_config("tokenizer", model_configs.tokenizer_config(shape))
-        writer.copy_model_code("tokenizer", "tokenizer.py")
-        writer.write_manifest("tokenizer", {**common, "model": "tokenizer"})
+        writer.write_config(tok, _named(model_configs.tokenizer_config(shape), tok))
+        writer.copy_model_code(tok, "tokenizer.py")
+        writer.write_manifest(tok, {**common, "model": tok})
     models = {
-        "tokenizer": native.NAME if why is None else "python",
-        **{names[v.precision]: backends[v.precision] for v in variants},
+        tok: native.NAME if why is None else "python",
+        **{model[v.precision]: backends[v.precision] for v in variants},
     }
     if why is None:
-        _write_native_embed(writer, shape, served, common, tokenizer_json, cfg.threads)
-        models["embed"] = native.NAME
+        _write_native_embed(writer, shape, served, common, tokenizer_json, cfg.threads, names)
+        models[entry] = native.NAME
     else:
-        log.warning("embed is the ensemble of the Python tokenizer and bert: the native tokenizer cannot: %s", why)
-        writer.write_config("embed", model_configs.embed_config(shape))
-        writer.write_manifest("embed", {**common, "model": "embed", "steps": ["tokenizer", "bert"]})
+        log.warning("%s is the ensemble of the Python tokenizer and bert: the native tokenizer cannot: %s", entry, why)
+        writer.write_config(entry, model_configs.embed_config(shape, names.bert, entry, tok))
+        writer.write_manifest(entry, {**common, "model": entry, "steps": [tok, names.bert]})
     ts_source = next((v for v in [served, *variants] if TORCHSCRIPT in v.built), None)
     if ts_source is not None:
-        writer.write_config("bert_torchscript", model_configs.torchscript_config(shape))
-        writer.link("bert_torchscript", "model.pt", names[ts_source.precision], FILENAMES[TORCHSCRIPT])
-        writer.write_manifest(
-            "bert_torchscript", {**common, "model": "bert_torchscript", "precision": ts_source.precision}
-        )
-        models["bert_torchscript"] = "pytorch"
-    writer.write_index(
-        {
-            **common,
-            "served": {"bert": served.precision},
-            "served_reason": choice.reason,
-            "models": {name: {"backend": backend} for name, backend in models.items()},
-            "ensemble_requires": {} if models["embed"] == native.NAME else {"embed": ["tokenizer", "bert"]},
-        }
-    )
-    return report
+        ts = names.torchscript
+        writer.write_config(ts, _named(model_configs.torchscript_config(shape), ts))
+        writer.link(ts, "model.pt", model[ts_source.precision], FILENAMES[TORCHSCRIPT])
+        writer.write_manifest(ts, {**common, "model": ts, "precision": ts_source.precision})
+        models[ts] = "pytorch"
+    index = {
+        **common,
+        "served": {names.bert: served.precision},
+        "served_reason": choice.reason,
+        "models": {name: {"backend": backend} for name, backend in models.items()},
+        "ensemble_requires": {} if models[entry] == native.NAME else {entry: [tok, names.bert]},
+    }
+    index["models"][entry].update(task="embed", encoder=names.bert)  # token ids go to the encoder
+    return report, index
+
+
+def _named(config: dict[str, Any], name: str) -> dict[str, Any]:
+    """A generated config under the name the model takes in this repository."""
+    return {**config, "name": name}
 
 
 def _retrieval_entry(v: Variant) -> dict[str, Any]:
@@ -358,19 +369,23 @@ def _retrieval_entry(v: Variant) -> dict[str, Any]:
     return {"artifact": v.runtime, **(v.retrieval.as_dict() if v.retrieval else {}), "gate": RETRIEVAL_MIN}
 
 
-def _write_native_embed(writer, shape, served: Variant, common: dict, tokenizer_json: Path, threads: int) -> None:
+def _write_native_embed(
+    writer, shape, served: Variant, common: dict, tokenizer_json: Path, threads: int, names: ModelNames
+) -> None:
     """`embed` as one native model: bert's artifact (linked) and the tokenizer.json the backend tokenizes with."""
+    entry = names.entry
     file = served.built[served.runtime]["file"]  # "1/<name>"
-    writer.link("embed", Path(file).name, "bert", Path(file).name)
-    (writer.version_dir("embed") / "tokenizer").mkdir()
-    shutil.copyfile(tokenizer_json, writer.version_dir("embed") / "tokenizer" / "tokenizer.json")
-    writer.write_config("embed", model_configs.native_embed_config(shape, served.precision, served.runtime, threads))
-    writer.write_warmup("embed", {model_configs.WARMUP_TEXT: serialize_strings([WARMUP_TEXT])})
+    writer.link(entry, Path(file).name, names.bert, Path(file).name)
+    (writer.version_dir(entry) / "tokenizer").mkdir()
+    shutil.copyfile(tokenizer_json, writer.version_dir(entry) / "tokenizer" / "tokenizer.json")
+    config = model_configs.native_embed_config(shape, served.precision, served.runtime, threads)
+    writer.write_config(entry, _named(config, entry))
+    writer.write_warmup(entry, {model_configs.WARMUP_TEXT: serialize_strings([WARMUP_TEXT])})
     writer.write_manifest(
-        "embed",
+        entry,
         {
             **common,
-            "model": "embed",
+            "model": entry,
             "precision": served.precision,
             "recipe": served.recipe,
             "runtime": served.runtime,

@@ -16,7 +16,7 @@ import numpy as np
 
 from export.errors import OutputDirError
 from export.model_configs import render
-from serving.repository.manifest import MANIFEST, REPOSITORY_INDEX, sha256
+from serving.contract.manifest import MANIFEST, REPOSITORY_INDEX, sha256
 
 log = logging.getLogger(__name__)
 

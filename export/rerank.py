@@ -27,8 +27,8 @@ from export.config import ExportConfig
 from export.errors import AccuracyGateError, ArtifactError, ConfigError
 from export.repository import RepositoryWriter, serialize_strings
 from export.verify import pairs as shipped_pairs
-from serving.launcher import native
-from serving.repository.artifacts import AOTI, load_module
+from serving.contract import native
+from serving.contract.artifacts import AOTI, load_module
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ RERANK = SequenceTask(
 
 def _checkpoint(cfg: ExportConfig, task: SequenceTask, scratch: Path) -> tuple[Path, str]:
     """(directory, source for the manifest): the seeded stand-in, or the local directory --model names."""
-    if cfg.model in ("minilm", task.seeded):
+    if cfg.checkpoint in ("minilm", task.seeded):
         path = cross_encoder.build_seeded(scratch / task.seeded, labels=task.seeded_labels)
         log.warning(
             "%s: %s is MiniLM with a seeded head (seed %d): its outputs are not meaningful %s; pass --model with a "
@@ -135,13 +135,25 @@ def _checkpoint(cfg: ExportConfig, task: SequenceTask, scratch: Path) -> tuple[P
             "relevance" if task.seeded_labels is None else "labels",
         )
         return path, f"{task.seeded}: all-MiniLM-L6-v2 body, head seeded {cross_encoder.SEED}"
-    path = Path(cfg.model).expanduser().resolve()
+    path = Path(cfg.checkpoint).expanduser().resolve()
     if not (path / "config.json").is_file():
-        raise ConfigError(f"--model {cfg.model}: not a local Hugging Face directory (no config.json)")
+        raise ConfigError(f"--model {cfg.checkpoint}: not a local Hugging Face directory (no config.json)")
     return path, str(path)
 
 
 def run(cfg: ExportConfig, task: SequenceTask = RERANK) -> Path:
+    """The task's model as the repository's one model, named as the task, swapped in when complete."""
+    writer = RepositoryWriter(cfg.output)
+    try:
+        writer.write_index(export_into(cfg, writer, task.name, task))
+        return writer.commit()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def export_into(cfg: ExportConfig, writer: RepositoryWriter, name: str, task: SequenceTask = RERANK) -> dict[str, Any]:
+    """The task's model as the model ``name`` into ``writer``'s repository; returns its repository index."""
     if cfg.encoder_backend != "native":
         raise ConfigError(f"--task {task.name} is served by the native backend only (no --encoder-backend python)")
     if set(cfg.precisions) != {"fp32"}:
@@ -155,26 +167,20 @@ def run(cfg: ExportConfig, task: SequenceTask = RERANK) -> Path:
         tasks.check(task.name, path)
         reference = cross_encoder.load(path).to(cfg.target)
         tokenizer = _tokenizer(path)
-        writer = RepositoryWriter(cfg.output)
-        try:
-            out = _export(cfg, task, writer, path, source, reference, tokenizer)
-        except BaseException:
-            writer.abort()
-            raise
-    return out
+        return _export(cfg, task, writer, name, path, source, reference, tokenizer)
 
 
 def _export(
-    cfg: ExportConfig, task: SequenceTask, writer: RepositoryWriter, path: Path, source: str, reference, tokenizer
-) -> Path:
+    cfg: ExportConfig, task: SequenceTask, writer, name: str, path: Path, source: str, reference, tokenizer
+) -> dict[str, Any]:
     limit = int(reference.config.max_position_embeddings)
     max_seq = cfg.max_seq or min(DEFAULT_MAX_SEQ, limit)
     if max_seq > limit:
         raise ConfigError(f"--max-seq {max_seq} is above the checkpoint's position limit {limit}")
     module = task.wrapper(reference).eval()
     dynamo = graph_breaks(module, cfg.target)
-    log.info("%s: TorchDynamo sees %d graph(s), %d break(s)", task.name, dynamo["graphs"], dynamo["graph_breaks"])
-    version = writer.version_dir(task.name)
+    log.info("%s: TorchDynamo sees %d graph(s), %d break(s)", name, dynamo["graphs"], dynamo["graph_breaks"])
+    version = writer.version_dir(name)
     artifact = version / "model.pt2"
     try:
         compile_aoti(module, cfg.target, cfg.max_batch, max_seq, artifact)
@@ -183,8 +189,8 @@ def _export(
         raise ArtifactError(f"{task.name}: building the aoti artifact failed: {e}") from e
     diff = max_abs_diff(module, loaded, task.gate_batches(tokenizer, max_seq), cfg.target)
     if diff > MAX_ABS_DIFF:
-        raise ScoreGateError(f"{task.name} aoti ({artifact.name})", diff, MAX_ABS_DIFF, task.output)
-    log.info("%s: aoti %ss within %.2e of transformers' (gate %.0e)", task.name, task.output, diff, MAX_ABS_DIFF)
+        raise ScoreGateError(f"{name} aoti ({artifact.name})", diff, MAX_ABS_DIFF, task.output)
+    log.info("%s: aoti %ss within %.2e of transformers' (gate %.0e)", name, task.output, diff, MAX_ABS_DIFF)
 
     tokenizer.save_pretrained(str(version / "tokenizer"))
     spec = json.loads((version / "tokenizer" / "tokenizer.json").read_text())
@@ -192,8 +198,8 @@ def _export(
         raise ConfigError(f"{task.name}: the native tokenizer cannot encode this checkpoint's pairs: {why}")
     labels = tasks.labels(path)
     shape = _shape(cfg, max_seq, int(reference.config.hidden_size), task.warmup_seq)
-    writer.write_config(task.name, task.config(shape, cfg.threads, labels))
-    writer.write_warmup(task.name, task.warmup)
+    writer.write_config(name, {**task.config(shape, cfg.threads, labels), "name": name})
+    writer.write_warmup(name, task.warmup)
     common = {
         "source": source,
         "target": cfg.target,
@@ -205,7 +211,7 @@ def _export(
     }
     manifest: dict[str, Any] = {
         **common,
-        "model": task.name,
+        "model": name,
         "task": task.name,
         "pooling": cross_encoder.POOLING,
         "head": cross_encoder.HEAD,
@@ -218,16 +224,13 @@ def _export(
         "accuracy": {AOTI: {f"max_abs_{task.output}_diff": diff, "gate": MAX_ABS_DIFF}},
         "compile_report": {"dynamo": dynamo},
     }
-    writer.write_manifest(task.name, manifest)
-    writer.write_index(
-        {
-            **common,
-            "task": task.name,
-            "models": {task.name: {"backend": native.NAME, "task": task.name}},
-            "ensemble_requires": {},
-        }
-    )
-    return writer.commit()
+    writer.write_manifest(name, manifest)
+    return {
+        **common,
+        "task": task.name,
+        "models": {name: {"backend": native.NAME, "task": task.name}},
+        "ensemble_requires": {},
+    }
 
 
 def _shape(cfg: ExportConfig, max_seq: int, hidden: int, warmup_seq: int) -> model_configs.ServingShape:

@@ -1,5 +1,5 @@
 """The load tester's one configuration object: defaults, BERTSERVE_LOADTEST_* environment overrides, a thin CLI
-(serving.options)."""
+(common.options)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from serving import options
+from common import options
+from common.options import option
 from serving.client import DEFAULT_URL
-from serving.options import option
 
 ENV_PREFIX = "BERTSERVE_LOADTEST_"
 DESCRIPTION = (

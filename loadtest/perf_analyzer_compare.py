@@ -22,12 +22,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from common import options
+from common.options import option
 from loadtest.config import ENV_PREFIX as LOADTEST_ENV_PREFIX
 from loadtest.config import LoadTestConfig
 from loadtest.payload import build_pool, perf_analyzer_input_data
-from serving import options
 from serving.client import DEFAULT_URL
-from serving.options import option
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from reliability import processes, scenarios
-from reliability.repository import linked_copy
+from reliability.copies import linked_copy
 
 log = logging.getLogger("reliability")
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from serving.launcher.server import STUB, remove_regions, stubs
+from serving.launcher.stubs import STUB, remove_regions, stubs
 
 log = logging.getLogger(__name__)
 

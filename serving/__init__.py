@@ -1,2 +1,2 @@
-"""The serving side: ``launcher/`` starts tritonserver, ``python_backend/`` runs in its Python stubs, ``repository/``
-is the contract with export, ``client.py`` is what clients import, ``options.py`` every entry point's options."""
+"""The serving side: ``launcher/`` starts tritonserver, ``python_backend/`` runs in its Python stubs, ``contract/``
+is the model repository's contract with export, ``client.py`` is what clients import."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -10,8 +11,8 @@ import uvicorn
 
 from serving.gateway import app
 from serving.gateway.config import GatewayConfig, parse_args
-from serving.gateway.state import Gateway, load_repository
-from serving.gateway.triton import Triton
+from serving.gateway.state import Gateway, encoder_of, fronted_models, load_repository
+from serving.gateway.triton import CLASSIFY_MODEL, RERANK_MODEL, Triton
 from serving.launcher.replicas import read_api_keys
 
 log = logging.getLogger("serving.gateway")
@@ -20,8 +21,19 @@ log = logging.getLogger("serving.gateway")
 def serve(cfg: GatewayConfig) -> None:
     log.info("gateway config: %s", cfg)
     keys = read_api_keys(cfg.api_keys) if cfg.api_keys else None
+    fronted = fronted_models(cfg.repository, cfg.model, RERANK_MODEL, CLASSIFY_MODEL)
+    if fronted.get("embed", cfg.model) != cfg.model:  # the repository's embedder has a name of its own
+        cfg = dataclasses.replace(cfg, model=fronted["embed"], encoder=encoder_of(cfg.repository, fronted["embed"]))
+    log.info("routes call: %s", ", ".join(f"{task} -> {m}" for task, m in fronted.items()) or cfg.model)
     tokenizer, manifest = load_repository(cfg.repository, cfg.model)
-    gw = Gateway(cfg, Triton(cfg.triton_url, cfg.model, cfg.encoder), keys, tokenizer, manifest)
+    triton = Triton(
+        cfg.triton_url,
+        cfg.model,
+        cfg.encoder,
+        fronted.get("rerank", RERANK_MODEL),
+        fronted.get("classify", CLASSIFY_MODEL),
+    )
+    gw = Gateway(cfg, triton, keys, tokenizer, manifest, fronted=fronted)
     server = uvicorn.Server(
         uvicorn.Config(
             app.create(gw),

@@ -1,4 +1,4 @@
-"""The gateway's configuration: one frozen dataclass, BERTSERVE_GATEWAY_* env defaults, a thin CLI (serving.options).
+"""The gateway's configuration: one frozen dataclass, BERTSERVE_GATEWAY_* env defaults, a thin CLI (common.options).
 
 The launcher starts the gateway with its own ports and keys (``python -m serving --gateway-port``); run alone,
 ``python -m serving.gateway --triton-url HOST:8001`` fronts any running server."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from serving import options
-from serving.options import option
+from common import options
+from common.options import option
 
 ENV_PREFIX = "BERTSERVE_GATEWAY_"
 DESCRIPTION = "Serve OpenAI's /v1/embeddings and text-embeddings-inference's routes over tritonserver's gRPC endpoint."

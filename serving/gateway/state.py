@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from serving.contract.manifest import REPOSITORY_INDEX, entry_points
 from serving.gateway import errors
 from serving.gateway.coalesce import Coalescer
 from serving.gateway.config import GatewayConfig
@@ -30,6 +31,9 @@ class Gateway:
     keys: dict[str, str] | None = None  # key -> client name; None: no authentication
     tokenizer: Any = None  # tokenizers.Tokenizer of the repository, for /tokenize
     manifest: dict = field(default_factory=dict)  # the text model's manifest (checkpoint source, max_seq)
+    # task -> the model its routes call, of the repository's entry points ({}: the text model alone); /health
+    # answers 200 when every one of them is ready
+    fronted: dict[str, str] = field(default_factory=dict)
     metrics: Metrics = field(default_factory=Metrics)
     created: int = field(default_factory=lambda: int(time.time()))
     _warned: bool = False
@@ -58,6 +62,29 @@ class Gateway:
     def model_ids(self) -> list[str]:
         """The names a request may give: the text model's."""
         return [self.cfg.model]
+
+
+def fronted_models(repository: Path | None, text_model: str, rerank_model: str, classify_model: str) -> dict[str, str]:
+    """Task -> the model the gateway's routes of that task call: the repository's entry points (its index), the one
+    named as configured where the repository has several of a task; ({}: no repository index to read)."""
+    index_path = repository / REPOSITORY_INDEX if repository is not None else None
+    if index_path is None or not index_path.is_file():
+        return {}
+    entries = entry_points(json.loads(index_path.read_text()))
+    out = {}
+    for task, preferred in (("embed", text_model), ("rerank", rerank_model), ("classify", classify_model)):
+        names = sorted(m for m, t in entries.items() if t == task)
+        if names:
+            out[task] = preferred if preferred in names else names[0]
+            if len(names) > 1:
+                log.info("the %s routes call %s (the repository's %s models: %s)", task, out[task], task, names)
+    return out
+
+
+def encoder_of(repository: Path, model: str) -> str:
+    """The encoder that token ids for the embedder ``model`` go to, as its repository index records it."""
+    index = json.loads((repository / REPOSITORY_INDEX).read_text())
+    return index["models"][model].get("encoder", "bert")
 
 
 def load_repository(repository: Path | None, model: str) -> tuple[Any, dict]:

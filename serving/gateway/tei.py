@@ -148,5 +148,8 @@ async def info(gw: Gateway, _req: None) -> dict:
 
 
 async def health(gw: Gateway, _req: None) -> None:
-    if not await gw.triton.ready():
-        raise errors.NotReady(f"{gw.cfg.model} is not ready")
+    """200 when every model the routes call is ready (an embedder, a reranker or both)."""
+    models = sorted(set(gw.fronted.values())) or [gw.cfg.model]
+    down = [m for m in models if not await gw.triton.ready(m)]
+    if down:
+        raise errors.NotReady(f"{', '.join(down)} {'is' if len(down) == 1 else 'are'} not ready")

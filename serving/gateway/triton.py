@@ -60,8 +60,16 @@ def _info(config: service_pb2.ModelConfigResponse) -> ModelInfo:
 
 
 class Triton:
-    def __init__(self, url: str, model: str, encoder: str) -> None:
+    def __init__(
+        self,
+        url: str,
+        model: str,
+        encoder: str,
+        rerank_model: str = RERANK_MODEL,
+        classify_model: str = CLASSIFY_MODEL,
+    ) -> None:
         self.url, self.model, self.encoder = url, model, encoder
+        self.rerank_model, self.classify_model = rerank_model, classify_model
         self._info: dict[str, ModelInfo] = {}
         self._classify_config: tuple[int, tuple[str, ...]] | None = None
 
@@ -79,9 +87,10 @@ class Triton:
     async def close(self) -> None:
         await self.channel.close()
 
-    async def ready(self) -> bool:
+    async def ready(self, model: str | None = None) -> bool:
+        """Whether ``model`` (the text model by default) is loaded and ready."""
         try:
-            answer = await self.stub.ModelReady(service_pb2.ModelReadyRequest(name=self.model), timeout=2)
+            answer = await self.stub.ModelReady(service_pb2.ModelReadyRequest(name=model or self.model), timeout=2)
         except grpc.aio.AioRpcError:
             return False
         return answer.ready
@@ -113,7 +122,7 @@ class Triton:
 
     async def rerank(self, query: bytes, documents: list[bytes], truncate: bool) -> np.ndarray:
         """float32 [n]: the rerank model's score of each (query, document) pair, in the documents' order."""
-        request = service_pb2.ModelInferRequest(model_name=RERANK_MODEL)
+        request = service_pb2.ModelInferRequest(model_name=self.rerank_model)
         request.inputs.add(name="QUERY", datatype="BYTES", shape=[1, 1])
         request.raw_input_contents.append(_bytes_tensor([query]))
         request.inputs.add(name="DOCUMENTS", datatype="BYTES", shape=[1, len(documents)])
@@ -142,7 +151,9 @@ class Triton:
         """The classify model's max_batch_size and labels, read from its config once it has loaded."""
         if self._classify_config is None:
             try:
-                answer = await self.stub.ModelConfig(service_pb2.ModelConfigRequest(name=CLASSIFY_MODEL), timeout=5)
+                answer = await self.stub.ModelConfig(
+                    service_pb2.ModelConfigRequest(name=self.classify_model), timeout=5
+                )
             except grpc.aio.AioRpcError as e:
                 raise errors.from_grpc(e) from e
             c = answer.config
@@ -153,7 +164,7 @@ class Triton:
     async def _classify(
         self, texts: list[bytes], pairs: list[bytes] | None, offset: int, truncate: bool
     ) -> tuple[np.ndarray, np.ndarray]:
-        request = service_pb2.ModelInferRequest(model_name=CLASSIFY_MODEL)
+        request = service_pb2.ModelInferRequest(model_name=self.classify_model)
         request.inputs.add(name="TEXT", datatype="BYTES", shape=[len(texts), 1])
         request.raw_input_contents.append(_bytes_tensor(texts))
         if pairs is not None:

@@ -1,13 +1,13 @@
 """The server launcher's configuration: one frozen dataclass, BERTSERVE_SERVE_* env defaults, a thin CLI
-(serving.options)."""
+(common.options)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from serving import options
-from serving.options import option
+from common import options
+from common.options import option
 
 ENV_PREFIX = "BERTSERVE_SERVE_"
 DESCRIPTION = "Serve the exported repository on tritonserver."

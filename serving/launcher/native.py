@@ -1,4 +1,5 @@
-"""The native encoder backend (backend/, C++ against the torch wheel's libtorch): its name and where it is built.
+"""The native encoder backend (backend/, C++ against the torch wheel's libtorch): where it is built and installed
+(its name and runtimes are the repository's contract: serving/contract/native.py).
 
 A model whose config says ``backend: "bertserve"`` runs inside the tritonserver process; tritonserver loads
 ``<backend-dir>/bertserve/libtriton_bertserve.so`` for it. ``make setup`` builds the library into build/backend/.
@@ -10,7 +11,10 @@ import os
 import shutil
 from pathlib import Path
 
-NAME = "bertserve"
+from serving.contract.native import NAME, RUNTIMES
+
+__all__ = ["LIBRARY", "LIBRARY_NAME", "NAME", "RUNTIMES", "install"]
+
 LIBRARY_NAME = f"libtriton_{NAME}.so"
 # BERTSERVE_BACKEND_LIBRARY names another build (the sanitizer build of `make backend-asan`, say).
 LIBRARY = Path(
@@ -18,8 +22,6 @@ LIBRARY = Path(
         "BERTSERVE_BACKEND_LIBRARY", Path(__file__).resolve().parents[2] / "build" / "backend" / LIBRARY_NAME
     )
 )
-# The runtimes the backend can load (the manifest names one); an ExportedProgram needs Python.
-RUNTIMES = ("aoti", "torchscript")
 
 
 def install(backend_dir: Path) -> bool:

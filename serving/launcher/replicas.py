@@ -34,9 +34,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from serving import options
+from common import options
+from common.options import option
 from serving.launcher.config import ENV_PREFIX, LOOPBACK, ServeConfig
-from serving.options import option
 
 log = logging.getLogger(__name__)
 

@@ -20,15 +20,18 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from serving.contract import hardware
+from serving.contract.manifest import REPOSITORY_INDEX, VerificationError, entry_points, read, verify
 from serving.gateway import process as gateway_process
 from serving.launcher import native
 from serving.launcher.admin import STOP_GRACE_S, Admin, drain_then_stop
 from serving.launcher.config import ENV_PREFIX, RESTRICTED, ServeConfig
-from serving.repository import hardware
-from serving.repository.manifest import REPOSITORY_INDEX, VerificationError, read, verify
+from serving.launcher.stubs import STUB, remove_regions, stubs
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
-STUB = "triton_python_backend_stub"
 log = logging.getLogger(__name__)
 
 # Backends a model of the repository index needs, by the name Triton gives the backend directory.
@@ -129,12 +132,11 @@ def read_index(repo: Path) -> dict:
     return json.loads(index_path.read_text())
 
 
-ENTRY_POINT = "embed"  # what most clients call: a server without it must not report ready
-
-
 def select_models(repo: Path, index: dict, backend_dir: Path) -> list[str]:
-    """Models to load: backend present and every file verified; ensembles listed even when a step failed, so
-    that the server reports not ready rather than serving half a pipeline."""
+    """Models to load: backend present and every file verified; ensembles listed even when a step failed, and
+    every entry point (a model clients call) even when it fails verification, so that the server reports not
+    ready rather than serving half a pipeline or one of its models missing."""
+    entries = entry_points(index)
     load = []
     for name, spec in index["models"].items():
         backend = spec["backend"]
@@ -145,11 +147,11 @@ def select_models(repo: Path, index: dict, backend_dir: Path) -> list[str]:
             manifest = read(repo / name)
             verify(repo / name, manifest)
         except VerificationError as e:
-            if name != ENTRY_POINT:
+            if name not in entries:
                 log.error("not loading %s: %s", name, e)
                 continue
-            # The native embed verifies its files itself and refuses to load: listed, it keeps the server not
-            # ready, as an ensemble with a missing step does, rather than ready without its main model.
+            # A native entry point verifies its files itself and refuses to load: listed, it keeps the server not
+            # ready, as an ensemble with a missing step does, rather than ready without one of its models.
             log.error("%s will not load: %s", name, e)
         else:
             _warn_if_tuned_elsewhere(name, manifest)
@@ -158,7 +160,32 @@ def select_models(repo: Path, index: dict, backend_dir: Path) -> list[str]:
         missing = [s for s in steps if s not in load]
         if missing and ensemble in load:
             log.error("%s needs %s, which will not load: the server will not report ready", ensemble, missing)
+    _warn_if_pools_oversubscribe(repo, [m for m in load if index["models"][m]["backend"] == native.NAME])
     return load
+
+
+def _warn_if_pools_oversubscribe(repo: Path, native_models: list[str]) -> None:
+    """The native backend runs every model's CPU forwards on one pool per intra-op thread count, each pool as many
+    teams as the CPUs hold (backend/src/compute_pool.h): models of different thread counts get pools of their own,
+    whose teams together outnumber the cores. Export gives every model of a repository one count; say so when a
+    repository (edited by hand, or assembled from several) does not."""
+    usable = len(os.sched_getaffinity(0))
+    counts: dict[int, list[str]] = {}
+    for name in native_models:
+        try:
+            config = text_format.Parse((repo / name / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+        except (OSError, text_format.ParseError):
+            continue  # the model's own load reports it
+        if "threads" in config.parameters:
+            threads = int(config.parameters["threads"].string_value or 0)
+            counts.setdefault(threads or usable, []).append(name)
+    if len(counts) > 1:
+        log.warning(
+            "the native models ask for different intra-op thread counts (%s): each count gets a compute pool of its "
+            "own, and together their threads outnumber the %d usable CPUs; export the models with one --threads",
+            "; ".join(f"{t}: {', '.join(names)}" for t, names in sorted(counts.items())),
+            usable,
+        )
 
 
 def _warn_if_tuned_elsewhere(name: str, manifest: dict) -> None:
@@ -287,29 +314,6 @@ def _warn_exposure(cfg: ServeConfig) -> None:
 WATCH_INTERVAL_S = 1.0
 
 
-def stubs(tritonserver_pid: int) -> list[tuple[str, str]]:
-    """The live Python-backend stubs under tritonserver, one per instance: (model, the stub's shared-memory region);
-    a stub's arguments are <model>/1/model.py, then the region's name."""
-    out = []
-    for task in Path(f"/proc/{tritonserver_pid}/task").glob("*/children"):
-        for pid in task.read_text().split():
-            try:
-                args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-            except OSError:
-                continue
-            if len(args) > 2 and Path(args[0]).name == STUB:
-                out.append((Path(args[1]).parent.parent.name, args[2]))
-    return out
-
-
-def remove_regions(regions: set[str]) -> None:
-    """A tritonserver that was killed leaves its stubs' shared-memory regions in /dev/shm; a clean exit removes them."""
-    for name in regions:
-        if name.startswith("triton_python_backend_shm_region_") and "/" not in name:
-            with contextlib.suppress(OSError):
-                (Path("/dev/shm") / name).unlink()
-
-
 class StubWatchdog(threading.Thread):
     """Reloads a Python-backend model whose stub died (tritonserver 2.51 answers 'Stub process is not healthy'
     for it and never restarts it, while still reporting it ready): unload, then load, through the restricted
@@ -364,6 +368,7 @@ def serve(cfg: ServeConfig) -> int:
     key = cfg.admin_key or secrets.token_urlsafe(32)
     cmd = command(cfg, server, models, key, index.get("target", "cpu"))
     log.info("starting %s with models %s", server.binary, ", ".join(models))
+    log.info("entry points: %s", ", ".join(f"{m} ({task})" for m, task in entry_points(index).items()))
     if index.get("target", "cpu") == "cpu":
         log.info(
             "CPU repository: tritonserver's own CUDA probes log 'CudaDriverHelper has not been initialized' and, "

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from serving.repository.artifacts import load_module
-from serving.repository.manifest import verify
+from serving.contract.artifacts import load_module
+from serving.contract.manifest import verify
 
 log = logging.getLogger(__name__)
 

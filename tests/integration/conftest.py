@@ -25,7 +25,7 @@ from tritonclient.utils import InferenceServerException
 from export.repository import code_sha256
 from reliability import processes
 from reliability.processes import ServerProcess, http_status
-from serving.launcher import native
+from serving.contract import native
 
 ROOT = Path(__file__).resolve().parents[2]
 TEST_REPOSITORY = ROOT / "build" / "test-repository"
@@ -68,7 +68,7 @@ def exported_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def native_only_copy(repo: Path, work: Path) -> Path:
     """A linked copy of ``repo`` whose index lists only the models of the native backend."""
-    from reliability.repository import linked_copy, replace_file
+    from reliability.copies import linked_copy, replace_file
 
     copy = linked_copy(repo, work / "repo")
     index = json.loads((copy / "repository.json").read_text())

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from reliability.repository import linked_copy
+from reliability.copies import linked_copy
 from tests.integration.conftest import signal_under_load, start_server, stop_server, wait_ready
 
 pytestmark = pytest.mark.integration

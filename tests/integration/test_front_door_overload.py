@@ -24,7 +24,7 @@ import pytest
 
 from export.model_configs import QueuePolicy
 from reliability import traffic
-from reliability.repository import linked_copy, rewrite_config
+from reliability.copies import linked_copy, rewrite_config
 from tests.integration.conftest import ROOT, free_port, http_status
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from reliability.repository import linked_copy
+from reliability.copies import linked_copy
 from tests.integration.conftest import (
     ROOT,
     http_status,

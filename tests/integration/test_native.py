@@ -17,9 +17,9 @@ from tritonclient.utils import InferenceServerException
 
 from export.model_configs import QueuePolicy
 from reliability import processes
-from reliability.repository import linked_copy, replace_file, rewrite_config
-from serving.launcher import native
-from serving.repository.manifest import sha256
+from reliability.copies import linked_copy, replace_file, rewrite_config
+from serving.contract import native
+from serving.contract.manifest import sha256
 from tests.integration.conftest import NATIVE_ONLY, native_only_copy
 
 pytestmark = pytest.mark.integration

@@ -8,7 +8,7 @@ import pytest
 
 from export.model_configs import QueuePolicy
 from reliability import processes, scenarios
-from reliability.repository import python_tokenizer_copy, shedding_copy
+from reliability.copies import python_tokenizer_copy, shedding_copy
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.reliability]
 

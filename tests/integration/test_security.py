@@ -15,7 +15,7 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from reliability import processes
-from reliability.repository import linked_copy
+from reliability.copies import linked_copy
 from serving.launcher.config import GRPC_HEADER_PREFIX, ServeConfig
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ from tokenizers import Tokenizer
 from tritonclient.utils import InferenceServerException
 
 from reliability import processes
-from reliability.repository import python_tokenizer_copy
+from reliability.copies import python_tokenizer_copy
 from tests.integration.conftest import NATIVE_ONLY
 
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(NATIVE_ONLY, reason="the Python stub is not served")]

@@ -17,12 +17,12 @@ import numpy as np
 import torch
 import triton_python_backend_utils as pb_utils
 
+from serving.contract.manifest import read
 from serving.python_backend import batching, heap
 from serving.python_backend.errors import InternalError, RequestError
 from serving.python_backend.metrics import ModelMetrics
 from serving.python_backend.model import StubModel
 from serving.python_backend.runtime import Runtime
-from serving.repository.manifest import read
 
 log = logging.getLogger(__name__)
 

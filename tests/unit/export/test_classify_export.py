@@ -97,7 +97,7 @@ def test_the_config_takes_texts_and_pairs_and_names_the_labels(repository):
 
 
 def test_the_artifact_returns_every_logit(repository, tiny):
-    from serving.repository.artifacts import AOTI, load_module
+    from serving.contract.artifacts import AOTI, load_module
 
     module = load_module(AOTI, repository / "classify" / "1" / "model.pt2", "cpu", cuda_graphs=False)
     ids = torch.tensor([[101, 2000, 2001, 102, 2002, 102]])

@@ -8,7 +8,7 @@ from export.errors import ConfigError
 
 def test_defaults_are_the_cpu_main_job():
     cfg = parse_args([])
-    assert (cfg.model, cfg.target, cfg.precisions, cfg.max_seq) == ("minilm", "cpu", ("fp32", "int8"), None)
+    assert (cfg.checkpoint, cfg.target, cfg.precisions, cfg.max_seq) == ("minilm", "cpu", ("fp32", "int8"), None)
 
 
 def test_cuda_default_precisions_and_env_override(monkeypatch):
@@ -28,8 +28,16 @@ def test_empty_precisions_mean_the_targets_and_the_variable_follows_the_flag(mon
 def test_lists_and_optional_values(monkeypatch):
     cfg = parse_args(["--skip", "onnx, torchscript", "--max-seq", "64", "--serve", "int8"])
     assert (cfg.skip, cfg.max_seq, cfg.serve) == (frozenset({"onnx", "torchscript"}), 64, "int8")
-    monkeypatch.setenv("BERTSERVE_EXPORT_MAX_QUEUE_SIZE", "")
-    assert parse_args(["--max-seq", ""]).max_seq is None and parse_args([]).max_queue_size is None
+    monkeypatch.setenv("BERTSERVE_EXPORT_MAX_QUEUED_REQUESTS", "")
+    assert parse_args(["--max-seq", ""]).max_seq is None and parse_args([]).max_queued_requests is None
+
+
+def test_the_queue_bound_of_old_is_refused_with_its_new_name(monkeypatch):
+    """--max-queue-size counted requests here and sequences in the native backend; one name, one meaning now."""
+    assert parse_args(["--max-queued-requests", "64"]).max_queued_requests == 64
+    monkeypatch.setenv("BERTSERVE_EXPORT_MAX_QUEUE_SIZE", "64")
+    with pytest.raises(ConfigError, match="BERTSERVE_EXPORT_MAX_QUEUED_REQUESTS"):
+        parse_args([])
 
 
 def test_a_bad_variable_is_a_config_error_naming_it(monkeypatch):

@@ -16,7 +16,7 @@ from export.model_configs import (
     render,
     tokenizer_config,
 )
-from serving.launcher import native
+from serving.contract import native
 
 SHAPE = ServingShape(
     max_batch=32,

@@ -17,11 +17,11 @@ from export.errors import AccuracyGateError
 from export.model_configs import parse
 from export.pipeline import _eager_runner, run
 from export.verify import Verifier
-from serving.launcher import native
+from serving.contract import native
+from serving.contract.artifacts import AOTI, ONNX, PATHS, TORCHSCRIPT
+from serving.contract.hardware import cpu_model
+from serving.contract.manifest import VerificationError, read, verify
 from serving.python_backend.runtime import Runtime
-from serving.repository.artifacts import AOTI, ONNX, PATHS, TORCHSCRIPT
-from serving.repository.hardware import cpu_model
-from serving.repository.manifest import VerificationError, read, verify
 
 
 @pytest.fixture(scope="module")

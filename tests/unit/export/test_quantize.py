@@ -113,7 +113,7 @@ def test_recipe_paths_and_devices_are_known() -> None:
 
 def test_pt2e_recipe_compiles_to_onednn_int8_and_matches_its_eager_graph(encoder, calibration, tmp_path) -> None:
     from export import artifacts as art
-    from serving.repository.artifacts import load_module
+    from serving.contract.artifacts import load_module
 
     quantized = quantize.get_recipe("pt2e_x86_int8_smoothquant").apply(encoder, calibration).eval()
     package = tmp_path / "int8.aoti.pt2"

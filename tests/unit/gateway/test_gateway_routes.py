@@ -25,8 +25,11 @@ class FakeTriton:
     async def info(self, model: str | None = None) -> ModelInfo:
         return ModelInfo(32, HIDDEN, True, self.matryoshka)
 
-    async def ready(self) -> bool:
-        return self.fail is None
+    async def ready(self, model: str | None = None) -> bool:
+        self.calls.append(("ready", model))
+        return self.fail is None and model not in self.down
+
+    down: tuple[str, ...] = ()
 
     async def start(self) -> None:
         pass
@@ -193,6 +196,28 @@ def test_health_and_metrics_by_route():
     text = c.get("/metrics").text
     assert 'bertserve_gateway_requests_total{route="/v1/embeddings",status="200"} 1.0' in text
     assert 'bertserve_gateway_request_duration_seconds_count{route="/health"} 1.0' in text
+
+
+def test_health_needs_every_model_the_routes_call(tmp_path):
+    """A rerank-only repository is healthy on its reranker alone; a mixed one needs both, and says which is down."""
+    from serving.gateway.state import fronted_models
+
+    (tmp_path / "repository.json").write_text('{"models": {"rerank": {"backend": "bertserve", "task": "rerank"}}}')
+    fronted = fronted_models(tmp_path, "embed", "rerank", "classify")
+    assert fronted == {"rerank": "rerank"}
+    fake = FakeTriton()
+    c = TestClient(app.create(Gateway(GatewayConfig(), fake, fronted=fronted)))
+    assert c.get("/health").status_code == 200 and fake.calls == [("ready", "rerank")]
+    (tmp_path / "repository.json").write_text(
+        '{"models": {"e": {"backend": "bertserve", "task": "embed", "encoder": "e_bert"}, "e_bert": {"backend": "x"},'
+        ' "r": {"backend": "bertserve", "task": "rerank"}, "r2": {"backend": "bertserve", "task": "rerank"}}}'
+    )
+    fronted = fronted_models(tmp_path, "embed", "r2", "classify")
+    assert fronted == {"embed": "e", "rerank": "r2"}
+    fake = FakeTriton()
+    fake.down = ("r2",)
+    r = TestClient(app.create(Gateway(GatewayConfig(), fake, fronted=fronted))).get("/health")
+    assert r.status_code == 503 and "r2 is not ready" in r.text
 
 
 class Stub:

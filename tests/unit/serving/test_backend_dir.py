@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from serving.launcher import native, server
+from serving.launcher import native, server, stubs
 
 
 @pytest.fixture()
@@ -19,7 +19,7 @@ def bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     root = tmp_path / "tritonserver"
     (root / "python_backend_stubs" / version).mkdir(parents=True)
-    (root / "python_backend_stubs" / version / server.STUB).write_bytes(b"stub")
+    (root / "python_backend_stubs" / version / stubs.STUB).write_bytes(b"stub")
     (root / "backends" / "python").mkdir(parents=True)
     (root / "backends" / "python" / "libtriton_python.so").write_bytes(b"python backend")
     (tmp_path / "tmp").mkdir()
@@ -42,7 +42,7 @@ def test_the_backend_directory_is_created_private(bundle):
     dest = server._bundled_backends(bundle)
     assert dest == expected_dir()
     assert_private(dest)
-    assert (dest / "python" / server.STUB).read_bytes() == b"stub"
+    assert (dest / "python" / stubs.STUB).read_bytes() == b"stub"
 
 
 def test_an_open_directory_of_ones_own_is_closed(bundle):
@@ -55,13 +55,13 @@ def test_an_open_directory_of_ones_own_is_closed(bundle):
 def test_a_planted_symlink_is_not_followed(bundle, tmp_path):
     planted = tmp_path / "planted"
     (planted / "python").mkdir(parents=True)
-    (planted / "python" / server.STUB).write_bytes(b"evil")  # the size of the real one: reused before
+    (planted / "python" / stubs.STUB).write_bytes(b"evil")  # the size of the real one: reused before
     expected_dir().symlink_to(planted)
     dest = server._bundled_backends(bundle)
     assert dest != expected_dir() and dest.resolve() != planted
     assert_private(dest)
-    assert (dest / "python" / server.STUB).read_bytes() == b"stub"
-    assert (planted / "python" / server.STUB).read_bytes() == b"evil"
+    assert (dest / "python" / stubs.STUB).read_bytes() == b"stub"
+    assert (planted / "python" / stubs.STUB).read_bytes() == b"evil"
 
 
 def test_another_users_directory_is_not_used(bundle, monkeypatch):

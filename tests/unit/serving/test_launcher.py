@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from export.repository import file_hashes
-from serving.launcher import server
+from serving.contract import manifest as server_manifest
+from serving.contract.hardware import cpu_model
+from serving.contract.manifest import entry_points
+from serving.launcher import server, stubs
 from serving.launcher.config import parse_args
 from serving.launcher.server import LaunchError, command, read_index, select_models
-from serving.repository import manifest as server_manifest
-from serving.repository.hardware import cpu_model
 
 
 def _model(repo: Path, name: str, files: dict[str, bytes], **manifest: object) -> None:
@@ -55,6 +56,48 @@ def test_tampered_file_keeps_its_model_out_and_says_which(repo, backends, caplog
     assert select_models(repo, read_index(repo), backends) == ["tokenizer", "bert_fp32", "embed"]
     assert "not loading bert:" in caplog.text and "model.aoti.pt2" in caplog.text
     assert "embed needs ['bert']" in caplog.text
+
+
+def test_every_entry_point_of_a_repository_of_several_stays_listed_when_it_fails_verification(tmp_path, backends):
+    """A tampered reranker beside an embedder: listed, it keeps the server not ready (--strict-readiness) rather
+    than ready without it; a companion that fails is left out (its entry point then fails to load)."""
+    r = tmp_path / "several"
+    for name in ("embed", "reranker", "small_tokenizer"):
+        _model(r, name, {"config.pbtxt": name.encode(), "1/model.aoti.pt2": b"weights"})
+    tasks = {"embed": "embed", "reranker": "rerank"}
+    models = {
+        m: {"backend": "python", **({"task": tasks[m]} if m in tasks else {})} for m in [*tasks, "small_tokenizer"]
+    }
+    (r / "repository.json").write_text(json.dumps({"models": models}))
+    assert entry_points(read_index(r)) == {"embed": "embed", "reranker": "rerank"}
+    for name in ("reranker", "small_tokenizer"):
+        (r / name / "1" / "model.aoti.pt2").write_bytes(b"weightz")
+    assert select_models(r, read_index(r), backends) == ["embed", "reranker"]
+
+
+def _native_repo(root: Path, threads: dict[str, str]) -> Path:
+    for name, count in threads.items():
+        config = f'name: "{name}"\nbackend: "bertserve"\nparameters {{ key: "threads" value {{ string_value: "{count}" }} }}\n'
+        _model(root, name, {"config.pbtxt": config.encode()})
+    models = {m: {"backend": "bertserve", "task": "embed"} for m in threads}
+    (root / "repository.json").write_text(json.dumps({"models": models}))
+    return root
+
+
+def test_native_models_of_different_thread_counts_are_warned_of(tmp_path, caplog):
+    backends = tmp_path / "backends"
+    (backends / "bertserve").mkdir(parents=True)
+    usable = len(os.sched_getaffinity(0))
+    same = _native_repo(tmp_path / "same", {"embed": "0", "rerank": str(usable)})
+    assert select_models(same, read_index(same), backends) == ["embed", "rerank"]
+    assert "different intra-op thread counts" not in caplog.text
+    mixed = _native_repo(tmp_path / "mixed", {"embed": "0", "rerank": str(usable + 1)})
+    assert select_models(mixed, read_index(mixed), backends) == ["embed", "rerank"]
+    assert f"different intra-op thread counts ({usable}: embed; {usable + 1}: rerank)" in caplog.text
+
+
+def test_an_index_without_tasks_has_embed_as_its_entry_point(repo):
+    assert entry_points(read_index(repo)) == {"embed": "embed"}
 
 
 def test_missing_file_is_named(repo, backends, caplog):
@@ -147,7 +190,7 @@ def test_remove_regions_removes_only_stub_regions():
     region.write_bytes(b"x")
     other.write_bytes(b"x")
     try:
-        server.remove_regions({region.name, other.name, "../etc/passwd", "triton_python_backend_shm_region_absent"})
+        stubs.remove_regions({region.name, other.name, "../etc/passwd", "triton_python_backend_shm_region_absent"})
         assert not region.exists() and other.exists()
     finally:
         region.unlink(missing_ok=True)

@@ -12,8 +12,8 @@ from google.protobuf import json_format
 
 from export.model_configs import TOKENIZER_INPUTS, TOKENIZER_OUTPUTS, QueuePolicy, parse, queue_policy, render
 from export.repository import SERVING_MODELS, file_hashes
-from serving.launcher import native
-from serving.repository.manifest import MANIFEST, REPOSITORY_INDEX, sha256
+from serving.contract import native
+from serving.contract.manifest import MANIFEST, REPOSITORY_INDEX, sha256
 
 SHEDDING_MODELS = ("bert",)  # the tokenizer takes no queue policy (export/model_configs.py)
 

@@ -1,4 +1,5 @@
-"""Read a model's manifest.json and verify files against the sha256 it records."""
+"""Read a model's manifest.json and verify files against the sha256 it records; the repository index's entry
+points."""
 
 from __future__ import annotations
 
@@ -53,3 +54,10 @@ def verify(model_dir: Path, manifest: dict[str, Any], only: list[str] | None = N
             raise VerificationError(f"{model_dir.name}: {path} is missing")
         if path.stat().st_size != files[rel]["bytes"] or sha256(path) != files[rel]["sha256"]:
             raise VerificationError(f"{model_dir.name}: {path} does not match its sha256 in {MANIFEST}")
+
+
+def entry_points(index: dict[str, Any]) -> dict[str, str]:
+    """The models clients call, by name, with their task (``embed``, ``rerank``): those the repository index
+    (repository.json) gives a task; an index written before tasks were recorded has its one embedder, ``embed``."""
+    tasks = {name: spec["task"] for name, spec in index["models"].items() if spec.get("task")}
+    return tasks or {name: "embed" for name in index["models"] if name == "embed"}

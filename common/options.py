@@ -7,7 +7,8 @@ the environment over the field's default. ``--help`` shows each option's help, d
 
 An empty variable sets nothing. Types: int, float, str, Path; ``X | None`` (empty text: None); ``tuple[X, ...]`` and
 ``frozenset[X]`` (comma-separated); bool as ``--flag`` / ``--no-flag`` (in the environment 1/true/yes/on or
-0/false/no/off).
+0/false/no/off). A ``tuple[X, ...]`` field declared with ``repeat=True`` takes one value per use of its option
+(``--model a --model b``: values that hold commas themselves), and white-space-separated values in its variable.
 """
 
 from __future__ import annotations
@@ -26,12 +27,28 @@ TRUE = ("1", "true", "yes", "on")
 # (an API key file under the old name would leave the front door open).
 RETIRED_PREFIXES = {"LOADTEST_": "BERTSERVE_LOADTEST_", "BERTSERVE_PROXY_": "BERTSERVE_SERVE_"}
 FALSE = ("0", "false", "no", "off")
+# Single variables renamed since: refused the same way, with the new name.
+RETIRED_NAMES = {"BERTSERVE_EXPORT_MAX_QUEUE_SIZE": "BERTSERVE_EXPORT_MAX_QUEUED_REQUESTS"}
 
 
-def option(default: Any, help: str, *, shown: str | None = None, flag: str | None = None, repr: bool = True) -> Any:
+def option(
+    default: Any,
+    help: str,
+    *,
+    shown: str | None = None,
+    flag: str | None = None,
+    repr: bool = True,
+    repeat: bool = False,
+) -> Any:
     """A dataclass field with its help. `shown`: what --help says for a default derived at run time; `flag`: the
-    option's name where it is not the field's (its environment variable follows the flag)."""
-    return dataclasses.field(default=default, repr=repr, metadata={"help": help, "shown": shown, "flag": flag})
+    option's name where it is not the field's (its environment variable follows the flag); `repeat`: a tuple field
+    whose option is given once per value."""
+    metadata = {"help": help, "shown": shown, "flag": flag, "repeat": repeat}
+    return dataclasses.field(default=default, repr=repr, metadata=metadata)
+
+
+def _repeated(f: dataclasses.Field[Any]) -> bool:
+    return bool(f.metadata.get("repeat"))
 
 
 def value(kind: Any, text: str) -> Any:
@@ -92,6 +109,9 @@ def parser(cls: type[Any], prefix: str, prog: str, description: str) -> argparse
         text = f"{f.metadata['help']} (default: {_shown(f)}; env {prefix + _upper(f)})".replace("%", "%%")
         if hints[f.name] in (bool, bool | None):
             p.add_argument(_flag(f), dest=f.name, action=argparse.BooleanOptionalAction, help=text)
+        elif _repeated(f):
+            item = typing.get_args(hints[f.name])[0]
+            p.add_argument(_flag(f), dest=f.name, action="append", type=_converter(item), metavar=_upper(f), help=text)
         else:
             p.add_argument(_flag(f), dest=f.name, type=_converter(hints[f.name]), metavar=_upper(f), help=text)
     return p
@@ -102,6 +122,8 @@ def environment(cls: type[Any], prefix: str, env: Mapping[str, str] | None = Non
     variable and value of a bad one, or of a variable under a retired name."""
     env = os.environ if env is None else env
     for name in env:
+        if name in RETIRED_NAMES and env[name] != "":
+            raise ValueError(f"{name} is no longer read: the variable is now {RETIRED_NAMES[name]}")
         for old, new in RETIRED_PREFIXES.items():
             if name.startswith(old) and not name.startswith(new):
                 raise ValueError(f"{name} is no longer read: the variable is now {new}{name[len(old) :]}")
@@ -111,7 +133,10 @@ def environment(cls: type[Any], prefix: str, env: Mapping[str, str] | None = Non
         name = prefix + _upper(f)
         if env.get(name, "") != "":
             try:
-                values[f.name] = value(hints[f.name], env[name])
+                if _repeated(f):
+                    values[f.name] = tuple(value(typing.get_args(hints[f.name])[0], v) for v in env[name].split())
+                else:
+                    values[f.name] = value(hints[f.name], env[name])
             except ValueError as e:
                 raise ValueError(f"{name}={env[name]!r}: {e}") from e
     return values
@@ -130,7 +155,7 @@ def parse(
     """`cls` from the command line, then the environment, then its defaults. A bad value (a ValueError, from the
     environment or from `cls`'s own checks) raises `error`; without one, it exits as argparse does (status 2)."""
     p = parser(cls, prefix, prog, description)
-    given = vars(p.parse_args(argv))
+    given = {k: tuple(v) if isinstance(v, list) else v for k, v in vars(p.parse_args(argv)).items()}
     try:
         return cls(**{**environment(cls, prefix, env), **given})
     except ValueError as e:

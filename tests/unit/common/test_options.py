@@ -1,4 +1,4 @@
-"""serving.options on a small dataclass: types, environment precedence, errors, bool flags and --help."""
+"""common.options on a small dataclass: types, environment precedence, errors, bool flags and --help."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from serving import options
-from serving.options import option
+from common import options
+from common.options import option
 
 PREFIX = "DEMO_"
 
@@ -32,6 +32,7 @@ class Demo:
     fast: bool = option(False, "go fast")
     tuned: bool | None = option(None, "tune", shown="by target")
     level: str = option("low", "a level", flag="--lvl")
+    specs: tuple[str, ...] = option(("a=1",), "one per use", flag="--spec", repeat=True)
 
     def __post_init__(self) -> None:
         if self.count < 0:
@@ -65,6 +66,13 @@ def test_the_command_line_wins_over_the_environment_which_wins_over_the_default(
     env = {"DEMO_COUNT": "5", "DEMO_NAME": "from-env", "DEMO_SIZES": "16,32", "DEMO_LVL": "mid"}
     cfg = parse(["--count", "6"], env)
     assert (cfg.count, cfg.name, cfg.sizes, cfg.level, cfg.ratio) == (6, "from-env", (16, 32), "mid", 0.5)
+
+
+def test_a_repeated_option_keeps_each_value_whole_commas_included():
+    assert parse([]).specs == ("a=1",)
+    assert parse(["--spec", "x=1,y=2", "--spec", "z"]).specs == ("x=1,y=2", "z")
+    assert parse([], {"DEMO_SPEC": "x=1,y=2  z"}).specs == ("x=1,y=2", "z")
+    assert parse(["--spec", "w"], {"DEMO_SPEC": "x z"}).specs == ("w",)
 
 
 def test_bool_flags_both_ways_and_from_the_environment():
