@@ -40,14 +40,10 @@ def groups(names: list[str], layers: int) -> dict[str, set[str]]:
     """Group name -> the quantizable Linears in it: every layer, then every projection class, then all."""
     out = {f"layer {i}": {n for n in names if f".layer.{i}." in n} for i in range(layers)}
     for label, suffix in CLASSES.items():
-        out[label] = {n for n in names if _base(n).endswith(suffix) and not _base(n).endswith(".attention" + suffix)}
+        bases = {n: quantize.base_name(n) for n in names}
+        out[label] = {n for n, b in bases.items() if b.endswith(suffix) and not b.endswith(".attention" + suffix)}
     out["all"] = set(names)
     return out
-
-
-def _base(name: str) -> str:
-    """The original Linear's name under a rewrite's wrapper (``.linear`` of a smoothed, ``.main`` of a split)."""
-    return name.removesuffix(".linear").removesuffix(".main")
 
 
 def rewritten(encoder: nn.Module, calibration: quantize.Calibration, alpha: float, outliers: int) -> nn.Module:
