@@ -111,6 +111,8 @@ class Builder:
             yield from self._compile_plans()
         if self.cfg.repository is not None and ("aoti" in families or "int8" in families):
             yield from self._repository_plans(self.cfg.repository)
+            if "int8" in families and self.cfg.int8_recipes:  # recipes named beside the exported ones
+                yield from self._int8_plans()
         else:
             if "aoti" in families:
                 yield from self._aoti_plans()
