@@ -136,7 +136,7 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
     p.add_argument(
         "--int8-recipes",
         default=_env("INT8_RECIPES", ""),
-        help="comma-separated int8 recipes to time (default: every one that runs on the device)",
+        help="comma-separated int8 recipes to time (default: every one that runs on the device; with --repository: none but these, beside the exported models)",
     )
     p.add_argument("--output-dir", type=Path, default=Path(_env("OUTPUT_DIR", str(d.output_dir))))
     p.add_argument(

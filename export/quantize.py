@@ -217,6 +217,70 @@ def smooth_and_split(
     return model
 
 
+def base_name(name: str) -> str:
+    """The original Linear's name under a rewrite's wrapper (``.linear`` of a smoothed, ``.main`` of a split)."""
+    return name.removesuffix(".linear").removesuffix(".main")
+
+
+class Bf16Linear(nn.Module):
+    """``linear(x)`` with bf16 operands and fp32 accumulation (oneDNN's AMX / AVX-512 BF16 GEMM on the CPU); the
+    result comes back as fp32 and the bias is added in fp32."""
+
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(linear.weight.detach().to(torch.bfloat16), requires_grad=False)
+        self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().float(), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = F.linear(x.to(torch.bfloat16), self.weight).to(x.dtype)
+        return out if self.bias is None else out + self.bias
+
+
+class Int8Linear(nn.Module):
+    """``linear(x)`` as an int8 GEMM: per-channel symmetric int8 weights, per-token asymmetric int8 activations (a
+    zero point per token, corrected with the weight's row sums), the same quantization as torchao's asymmetric
+    recipe.
+
+    Written so that Inductor's freezing pass (``_register_smooth_quant_int_mm_pattern``) replaces ``_int_mm`` by
+    oneDNN's int8 Linear (``onednn.qlinear_pointwise``) over a weight packed once at load; the per-token scale, the
+    zero-point correction and the bias fuse into one elementwise kernel after it. The pattern needs the int32
+    result converted by ``prims.convert_element_type`` (``.to()`` leaves a dtype assertion in the exported graph
+    that breaks the match) and the weight a Parameter (a frozen constant).
+    """
+
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__()
+        weight = linear.weight.detach().float()
+        w_scale = (weight.abs().amax(1) / 127).clamp(min=torch.finfo(torch.float32).eps)
+        qweight = (weight / w_scale[:, None]).round().clamp(-127, 127)
+        self.qweight_t = nn.Parameter(qweight.to(torch.int8).t().contiguous(), requires_grad=False)
+        self.w_scale = nn.Parameter(w_scale, requires_grad=False)
+        self.w_rowsum = nn.Parameter(qweight.sum(1) * w_scale, requires_grad=False)  # for the activation zero point
+        bias = torch.zeros(linear.out_features) if linear.bias is None else linear.bias.detach().float()
+        self.bias = nn.Parameter(bias.clone(), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, x.shape[-1]).float()
+        lo = rows.amin(-1, keepdim=True).clamp(max=0)
+        hi = rows.amax(-1, keepdim=True).clamp(min=0)
+        scale = ((hi - lo) / 255).clamp(min=torch.finfo(torch.float32).eps)
+        zero = -128 - torch.round(lo / scale)
+        q = (torch.round(rows / scale) + zero).clamp(-128, 127).to(torch.int8)
+        acc = torch.ops.prims.convert_element_type.default(torch._int_mm(q, self.qweight_t), torch.float32)
+        out = acc * scale * self.w_scale - (scale * zero) * self.w_rowsum + self.bias
+        return out.reshape(*x.shape[:-1], -1).to(x.dtype)
+
+
+def bf16_supported() -> bool:
+    """Whether this CPU multiplies bf16 natively (AMX or AVX-512 BF16); elsewhere oneDNN emulates it, slower than fp32."""
+    return torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported()
+
+
+# The Linears the mixed recipe keeps int8: the attention's query and key projections, the only projection classes
+# whose int8 error the retrieval set absorbs with every other Linear in bf16 (docs/INT8.md).
+INT8_ATTENTION = (".attention.self.query", ".attention.self.key")
+
+
 def _quantize_dynamic(model: nn.Module, targets: set[str]) -> nn.Module:
     """fbgemm/x86 dynamic int8: per-channel weights, per-tensor activations (7-bit, safe for AVX2 kernels)."""
     qconfig = torch.ao.quantization.per_channel_dynamic_qconfig
@@ -255,6 +319,16 @@ def _torchao_int8_smoothquant(model: nn.Module, calibration: Calibration) -> nn.
     model = smooth_and_split(model, calibration)
     linears = set(_quantizable_linears(model))
     return _torchao_int8(model, linears, asymmetric=frozenset(linears))
+
+
+def _int8_qk_bf16(model: nn.Module, calibration: Calibration) -> nn.Module:
+    """The smoothquant rewrite; query and key projections int8 (:class:`Int8Linear`: oneDNN's int8 Linear once
+    compiled), every other Linear bf16 (a split FFN output's outlier channels stay fp32)."""
+    model = smooth_and_split(model, calibration)
+    for name, linear in _quantizable_linears(model).items():
+        int8 = base_name(name).endswith(INT8_ATTENTION)
+        replace_submodule(model, name, Int8Linear(linear) if int8 else Bf16Linear(linear))
+    return model
 
 
 def _pt2e_x86_smoothquant(model: nn.Module, calibration: Calibration) -> nn.Module:
@@ -317,6 +391,18 @@ _PT2E_X86 = Recipe(
     devices=frozenset({"cpu"}),
 )
 
+_INT8_QK_BF16 = Recipe(
+    name="int8_qk_bf16",
+    paths=frozenset({EXPORTED_PROGRAM, AOTI}),
+    description=(
+        "int8 per-token asymmetric activations, per-channel weights (oneDNN int8 Linear, packed weights) for the "
+        f"attention query and key projections (SmoothQuant alpha {SMOOTHQUANT_ALPHA}); every other Linear bf16 (AMX / AVX-512 BF16), the FFN "
+        f"outputs' {OUTLIER_CHANNELS} largest input channels fp32"
+    ),
+    build=_int8_qk_bf16,
+    devices=frozenset({"cpu"}),
+)
+
 _SMOOTHQUANT, _TORCHAO_OUTLIERS, _DYNAMIC_OUTLIERS = (
     Recipe(
         name="torchao_int8_smoothquant",
@@ -353,11 +439,15 @@ _SMOOTHQUANT, _TORCHAO_OUTLIERS, _DYNAMIC_OUTLIERS = (
 # keeps more accuracy.
 # The PT2E recipe comes last: it is the fastest at batch 32 x 128 but slower at batch 1 x 16 and only just
 # above the gate (see the module docstring), so export ships it only where the others fail.
+# Where the CPU multiplies bf16 natively, the mixed int8 / bf16 recipe comes first: it is the one that passes the
+# retrieval gate (docs/INT8.md); the all-int8 recipes follow for --int8-recipe and the bench.
 RECIPES: tuple[Recipe, ...] = (
     (_SMOOTHQUANT, _TORCHAO_OUTLIERS, _DYNAMIC_OUTLIERS, _PT2E_X86)
     if torch.backends.cpu.get_cpu_capability().startswith("AVX512")
     else (_DYNAMIC_OUTLIERS, _SMOOTHQUANT, _TORCHAO_OUTLIERS, _PT2E_X86)
 )
+if bf16_supported():
+    RECIPES = (_INT8_QK_BF16, *RECIPES)
 
 
 def get_recipe(name: str) -> Recipe:

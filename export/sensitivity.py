@@ -2,15 +2,17 @@
 
 For an int8 recipe's fp32 rewrite (smoothing, outlier splits), each group of Linears (one encoder layer, or one
 projection class across the layers) is quantized alone with the recipe's int8 GEMMs while every other Linear
-stays fp32; each row is scored on the retrieval set against eager fp32 (export.verify), as the retrieval gate
-scores a whole model. ``--keep-fp32`` scores the recipe with those groups left fp32 instead. Writes the table as
-Markdown (and JSON beside it) under ``--output-dir``.
+stays fp32 (``--rest bf16``: bf16, as the mixed recipe runs them); each row is scored on the retrieval set against
+eager fp32 (export.verify), as the retrieval gate scores a whole model. A group given as ``query+key`` is the union;
+``none`` quantizes nothing (with ``--rest bf16``: every Linear bf16). ``--keep-fp32`` scores the recipe with those
+groups left fp32 instead. Writes the table as Markdown (and JSON beside it) under ``--output-dir``.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import json
 import logging
 import time
@@ -40,14 +42,16 @@ def groups(names: list[str], layers: int) -> dict[str, set[str]]:
     """Group name -> the quantizable Linears in it: every layer, then every projection class, then all."""
     out = {f"layer {i}": {n for n in names if f".layer.{i}." in n} for i in range(layers)}
     for label, suffix in CLASSES.items():
-        out[label] = {n for n in names if _base(n).endswith(suffix) and not _base(n).endswith(".attention" + suffix)}
+        bases = {n: quantize.base_name(n) for n in names}
+        out[label] = {n for n, b in bases.items() if b.endswith(suffix) and not b.endswith(".attention" + suffix)}
     out["all"] = set(names)
+    out["none"] = set()
     return out
 
 
-def _base(name: str) -> str:
-    """The original Linear's name under a rewrite's wrapper (``.linear`` of a smoothed, ``.main`` of a split)."""
-    return name.removesuffix(".linear").removesuffix(".main")
+def union(table: dict[str, set[str]], spec: str) -> set[str]:
+    """The Linears of ``a+b+...``, each a group name of ``table``."""
+    return set().union(*(table[g] for g in spec.split("+")))
 
 
 def rewritten(encoder: nn.Module, calibration: quantize.Calibration, alpha: float, outliers: int) -> nn.Module:
@@ -63,10 +67,19 @@ def int8_linears(model: nn.Module) -> list[str]:
 
 
 def score(
-    verifier: Verifier, base: nn.Module, targets: set[str], runner: Callable[[nn.Module], object], asymmetric: bool
+    verifier: Verifier,
+    base: nn.Module,
+    targets: set[str],
+    runner: Callable[[nn.Module], object],
+    asymmetric: bool,
+    rest_bf16: bool = False,
 ) -> tuple[Retrieval, float]:
     model = copy.deepcopy(base)
     with torch.no_grad():
+        if rest_bf16:
+            for name, linear in quantize._quantizable_linears(model).items():
+                if name not in targets:
+                    quantize.replace_submodule(model, name, quantize.Bf16Linear(linear))
         quantize._torchao_int8(model, targets, asymmetric=frozenset(targets) if asymmetric else frozenset())
     start = time.perf_counter()
     result = verifier.retrieval(runner(model.eval()))
@@ -82,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         "--symmetric", action="store_true", help="symmetric per-token activations (the recipe's are asymmetric)"
     )
     parser.add_argument("--only", default="", help="comma-separated group names to score (default: every group)")
+    parser.add_argument("--rest", choices=("fp32", "bf16"), default="fp32", help="what the other Linears run in")
     parser.add_argument("--keep-fp32", default="", help="comma-separated groups left fp32; scores the rest int8")
     parser.add_argument("--output-dir", type=Path, default=Path("reports"))
     args = parser.parse_args(argv)
@@ -97,21 +111,22 @@ def main(argv: list[str] | None = None) -> int:
     table = groups(names, ckpt.model.config.num_hidden_layers)
     rows = []
     if args.keep_fp32:
-        kept = set().union(*(table[g] for g in args.keep_fp32.split(",")))
+        kept = set().union(*(union(table, g) for g in args.keep_fp32.split(",")))
         chosen = {f"all but {args.keep_fp32}": set(names) - kept}
     else:
-        chosen = {g: table[g] for g in (args.only.split(",") if args.only else table)}
+        chosen = {g: union(table, g) for g in (args.only.split(",") if args.only else table)}
     for label, targets in chosen.items():
-        result, seconds = score(verifier, base, targets, lambda m: _eager_runner(m, "cpu"), not args.symmetric)
+        run = functools.partial(_eager_runner, device="cpu")
+        result, seconds = score(verifier, base, targets, run, not args.symmetric, args.rest == "bf16")
         log.info("%s (%d Linears int8): %s, %.0f s", label, len(targets), result, seconds)
         rows.append({"int8": label, "linears": len(targets), **result.as_dict()})
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"sensitivity-{'sym' if args.symmetric else 'asym'}-a{args.alpha}-k{args.outliers}"
+    stem = f"sensitivity-{'sym' if args.symmetric else 'asym'}-a{args.alpha}-k{args.outliers}-rest-{args.rest}"
     stem += "-keep-" + args.keep_fp32 if args.keep_fp32 else ""
     stem = stem.replace(",", "+").replace(" ", "_")
     (args.output_dir / f"{stem}.json").write_text(json.dumps(rows, indent=1) + "\n")
     lines = [
-        "| int8 (the rest fp32) | Linears | nn agreement | recall@10 | min cosine |",
+        f"| int8 (the rest {args.rest}) | Linears | nn agreement | recall@10 | min cosine |",
         "|---|---:|---:|---:|---:|",
         *(
             f"| {r['int8']} | {r['linears']} | {r['nn_agreement']:.4f} | {r['recall_at_10']:.4f} | "

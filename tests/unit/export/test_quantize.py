@@ -164,3 +164,37 @@ def test_smoothquant_passes_the_int8_gate(encoder, calibration) -> None:
     with torch.inference_mode():
         cos = F.cosine_similarity(encoder(*inputs), quantized(*inputs))
     assert cos.min().item() >= MIN_COSINE["int8"]
+
+
+def test_int8_linear_stays_close_to_fp32_and_keeps_shape() -> None:
+    gen = torch.Generator().manual_seed(3)
+    linear = torch.nn.Linear(48, 96)
+    x = torch.randn(2, 7, 48, generator=gen) + 0.5  # off-centre: the activation zero point matters
+    x[0, 0, 5] = 40.0  # one massive activation on one token: per-token scales keep it from the other tokens
+    with torch.inference_mode():
+        ref, out = linear(x), quantize.Int8Linear(linear)(x)
+    assert out.shape == ref.shape and out.dtype == torch.float32
+    assert F.cosine_similarity(ref.flatten(0, 1), out.flatten(0, 1)).min().item() > 0.999
+
+
+@pytest.mark.skipif(not quantize.bf16_supported(), reason="the mixed recipe needs a CPU that multiplies bf16 natively")
+def test_mixed_recipe_compiles_query_and_key_to_onednn_int8(encoder, calibration, tmp_path) -> None:
+    from export import artifacts as art
+    from serving.repository.artifacts import load_module
+
+    quantized = quantize.get_recipe("int8_qk_bf16").apply(encoder, calibration).eval()
+    int8 = [n for n, m in quantized.named_modules() if isinstance(m, quantize.Int8Linear)]
+    bf16 = [n for n, m in quantized.named_modules() if isinstance(m, quantize.Bf16Linear)]
+    assert len(int8) == 2 * 2 and all(quantize.base_name(n).endswith(quantize.INT8_ATTENTION) for n in int8)
+    assert len(bf16) == 4 * 2  # value, attention output, FFN in and out per layer
+    package = tmp_path / "int8.aoti.pt2"
+    art.compile_aoti(art.export_program(quantized, "cpu", 4, 32), package)
+    compiled = load_module(quantize.AOTI, package, "cpu")
+    inputs = _batch(7, 3, 24)
+    with torch.inference_mode():
+        eager, aoti, ref = quantized(*inputs), compiled(*inputs), encoder(*inputs)
+    assert F.cosine_similarity(eager, aoti).min().item() > 0.999
+    assert F.cosine_similarity(ref, aoti).min().item() >= MIN_COSINE["int8"]
+    source = package.read_bytes().decode("latin-1")
+    # oneDNN's int8 Linear over packed weights, not ATen's _int_mm
+    assert "qlinear_pointwise" in source and "aoti_torch_cpu__int_mm_out" not in source

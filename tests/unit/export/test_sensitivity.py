@@ -30,3 +30,5 @@ def test_layers_and_classes_each_partition_the_int8_linears():
         assert set().union(*partition) == set(names)
     assert all(n.endswith(".main") for n in groups["FFN out"])  # the FFN outputs keep their outliers fp32
     assert not groups["FFN out"] & groups["attention output"]
+    assert sensitivity.union(groups, "query+key") == groups["query"] | groups["key"]
+    assert groups["none"] == set()
