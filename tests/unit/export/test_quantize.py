@@ -7,53 +7,22 @@ import copy
 import pytest
 import torch
 import torch.nn.functional as F
-from transformers import BertConfig, BertModel
 
 from export import quantize
 from export.verify import MIN_COSINE
+from tests.unit.export.tiny_bert import HIDDEN, TinyEncoder, tiny_encoder, token_batch
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
-
-HIDDEN = 64
-
-
-class TinyEncoder(torch.nn.Module):
-    def __init__(self, bert: BertModel) -> None:
-        super().__init__()
-        self.bert = bert
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        hidden = self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-        return F.normalize(pooled, p=2.0, dim=-1)
-
-
-def _batch(seed: int, batch: int, seq: int) -> tuple[torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(seed)
-    input_ids = torch.randint(1, 1000, (batch, seq), generator=gen)
-    attention_mask = torch.ones_like(input_ids)
-    attention_mask[-1, seq // 2 :] = 0
-    return input_ids, attention_mask
 
 
 @pytest.fixture(scope="module")
 def encoder() -> TinyEncoder:
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=1000,
-        hidden_size=HIDDEN,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=128,
-        max_position_embeddings=64,
-    )
-    return TinyEncoder(BertModel(config)).eval()
+    return tiny_encoder()
 
 
 @pytest.fixture(scope="module")
 def calibration() -> list[tuple[torch.Tensor, torch.Tensor]]:
-    return [_batch(seed, 2, 12) for seed in range(3)]
+    return [token_batch(seed, 2, 12) for seed in range(3)]
 
 
 @pytest.mark.parametrize("recipe", quantize.RECIPES, ids=lambda r: r.name)
@@ -66,7 +35,7 @@ def test_recipe_applies_to_a_copy_and_stays_close(encoder, calibration, recipe) 
     assert before.keys() == after.keys()
     assert all(torch.equal(before[k], after[k]) for k in before)
 
-    inputs = _batch(99, 3, 16)
+    inputs = token_batch(99, 3, 16)
     with torch.inference_mode():
         ref, out = encoder(*inputs), quantized(*inputs)
     assert out.shape == (3, HIDDEN)
@@ -81,8 +50,8 @@ def test_recipe_applies_to_a_copy_and_stays_close(encoder, calibration, recipe) 
 def test_torchscript_trace_matches_eager(encoder, calibration, recipe) -> None:
     quantized = recipe.apply(encoder, calibration)
     with torch.inference_mode():
-        traced = torch.jit.trace(quantized, _batch(5, 1, 16), check_trace=False)
-        other = _batch(7, 2, 24)
+        traced = torch.jit.trace(quantized, token_batch(5, 1, 16), check_trace=False)
+        other = token_batch(7, 2, 24)
         torch.testing.assert_close(traced(*other), quantized(*other))
 
 
@@ -91,7 +60,7 @@ def test_torchscript_trace_matches_eager(encoder, calibration, recipe) -> None:
 )
 def test_torch_export_matches_eager(encoder, calibration, recipe) -> None:
     quantized = recipe.apply(encoder, calibration)
-    inputs = _batch(5, 2, 16)
+    inputs = token_batch(5, 2, 16)
     program = torch.export.export(quantized, inputs)
     with torch.inference_mode():
         torch.testing.assert_close(program.module()(*inputs), quantized(*inputs))
@@ -119,7 +88,7 @@ def test_pt2e_recipe_compiles_to_onednn_int8_and_matches_its_eager_graph(encoder
     package = tmp_path / "int8.aoti.pt2"
     art.compile_aoti(art.export_program(quantized, "cpu", 4, 32), package)
     compiled = load_module(quantize.AOTI, package, "cpu")
-    inputs = _batch(7, 3, 24)
+    inputs = token_batch(7, 3, 24)
     with torch.inference_mode():
         eager, aoti, ref = quantized(*inputs), compiled(*inputs), encoder(*inputs)
     assert F.cosine_similarity(eager, aoti).min().item() > 0.999
@@ -132,7 +101,7 @@ def test_smoothing_leaves_the_fp32_function_unchanged(encoder, calibration) -> N
 
     kinds = {type(m) for m in smoothed.modules()}
     assert {quantize.SmoothedLinear, quantize.OutlierSplitLinear} <= kinds
-    inputs = _batch(11, 3, 16)
+    inputs = token_batch(11, 3, 16)
     with torch.inference_mode():
         torch.testing.assert_close(smoothed(*inputs), encoder(*inputs), atol=1e-5, rtol=0)
 
@@ -160,7 +129,7 @@ def test_smoothquant_passes_the_int8_gate(encoder, calibration) -> None:
     inner += [m.main for m in quantized.modules() if isinstance(m, quantize.OutlierSplitLinear)]
     assert len(inner) == 2 * 6  # every encoder Linear: Q, K, V, attention output, FFN in and out per layer
     assert all(type(m.weight) not in (torch.Tensor, torch.nn.Parameter) for m in inner)  # torchao int8 tensors
-    inputs = _batch(23, 4, 20)
+    inputs = token_batch(23, 4, 20)
     with torch.inference_mode():
         cos = F.cosine_similarity(encoder(*inputs), quantized(*inputs))
     assert cos.min().item() >= MIN_COSINE["int8"]
@@ -180,7 +149,7 @@ def test_int8_linear_stays_close_to_fp32_and_keeps_shape() -> None:
 @pytest.mark.skipif(not quantize.bf16_supported(), reason="the mixed recipe needs a CPU that multiplies bf16 natively")
 def test_mixed_recipe_compiles_query_and_key_to_onednn_int8(encoder, calibration, tmp_path) -> None:
     from export import artifacts as art
-    from serving.repository.artifacts import load_module
+    from serving.contract.artifacts import load_module
 
     quantized = quantize.get_recipe("int8_qk_bf16").apply(encoder, calibration).eval()
     int8 = [n for n, m in quantized.named_modules() if isinstance(m, quantize.Int8Linear)]
@@ -190,7 +159,7 @@ def test_mixed_recipe_compiles_query_and_key_to_onednn_int8(encoder, calibration
     package = tmp_path / "int8.aoti.pt2"
     art.compile_aoti(art.export_program(quantized, "cpu", 4, 32), package)
     compiled = load_module(quantize.AOTI, package, "cpu")
-    inputs = _batch(7, 3, 24)
+    inputs = token_batch(7, 3, 24)
     with torch.inference_mode():
         eager, aoti, ref = quantized(*inputs), compiled(*inputs), encoder(*inputs)
     assert F.cosine_similarity(eager, aoti).min().item() > 0.999
