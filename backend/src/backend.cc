@@ -1,5 +1,7 @@
 // The C entry points Triton calls. Each one finds its state object and delegates; Guard turns any exception
 // into a TRITONSERVER_Error, so nothing C++ crosses the C API.
+#include <ATen/cpu/Utils.h>
+
 #include <memory>
 #include <string>
 
@@ -60,6 +62,10 @@ TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_Initialize(TRITONBACKEND_B
     }
     BERTSERVE_LOG(INFO, std::string(name) + " backend: TRITONBACKEND API " + std::to_string(major) + "." +
                             std::to_string(minor));
+    // AOTInductor's AMX GEMM kernels (export's autotuning picks them on CPUs with AMX) execute tile instructions,
+    // which Linux allows a process only once it has asked for the tile state; torch's Python runtime asks when it
+    // compiles them, tritonserver never does, so without this the first forward dies of SIGILL. A no-op elsewhere.
+    if (at::cpu::init_amx()) BERTSERVE_LOG(INFO, "AMX tile state enabled for this process");
   });
 }
 
