@@ -107,16 +107,7 @@ class TritonPythonModel(StubModel):
             self.metrics.tokens.increment(int(mask.sum()))
             if truncated.any():
                 self.metrics.truncated.increment(int(truncated.sum()))
-            responses.append(
-                pb_utils.InferenceResponse(
-                    [
-                        pb_utils.Tensor("input_ids", ids),
-                        pb_utils.Tensor("attention_mask", mask),
-                        pb_utils.Tensor("token_type_ids", types),
-                        pb_utils.Tensor("truncated", truncated),
-                    ]
-                )
-            )
+            responses.append(_tokens_response(ids, mask, types, truncated))
         end = time.perf_counter()
         self.metrics.stage["respond"].observe(end - tokenized)
         for _ in responses:
@@ -155,18 +146,21 @@ class TritonPythonModel(StubModel):
             ids, mask, types = pairs.padded(encs)
             truncated = np.array([[bool(e.overflowing)] for e in encs])
             self.metrics.tokens.increment(int(mask.sum()))
-            responses.append(
-                pb_utils.InferenceResponse(
-                    [
-                        pb_utils.Tensor("input_ids", ids),
-                        pb_utils.Tensor("attention_mask", mask),
-                        pb_utils.Tensor("token_type_ids", types),
-                        pb_utils.Tensor("truncated", truncated),
-                    ]
-                )
-            )
+            responses.append(_tokens_response(ids, mask, types, truncated))
         end = time.perf_counter()
         self.metrics.stage["tokenize"].observe(end - start)
         for _ in responses:
             self.metrics.request.observe(end - start)
         return responses
+
+
+def _tokens_response(ids: np.ndarray, mask: np.ndarray, types: np.ndarray, truncated: np.ndarray):
+    """One request's answer: its padded ids, mask and type ids, and which of its rows were cut."""
+    return pb_utils.InferenceResponse(
+        [
+            pb_utils.Tensor("input_ids", ids),
+            pb_utils.Tensor("attention_mask", mask),
+            pb_utils.Tensor("token_type_ids", types),
+            pb_utils.Tensor("truncated", truncated),
+        ]
+    )

@@ -25,6 +25,19 @@ def calibration() -> list[tuple[torch.Tensor, torch.Tensor]]:
     return [token_batch(seed, 2, 12) for seed in range(3)]
 
 
+def _through_aoti(quantized, encoder, package):
+    """The quantized encoder compiled into ``package`` as export compiles it: its eager, AOTInductor and fp32
+    outputs on one padded batch."""
+    from export import artifacts as art
+    from serving.contract.artifacts import load_module
+
+    art.compile_aoti(art.export_program(quantized, "cpu", 4, 32), package)
+    compiled = load_module(quantize.AOTI, package, "cpu")
+    inputs = token_batch(7, 3, 24)
+    with torch.inference_mode():
+        return quantized(*inputs), compiled(*inputs), encoder(*inputs)
+
+
 @pytest.mark.parametrize("recipe", quantize.RECIPES, ids=lambda r: r.name)
 def test_recipe_applies_to_a_copy_and_stays_close(encoder, calibration, recipe) -> None:
     before = {k: v.clone() for k, v in encoder.state_dict().items()}
@@ -81,16 +94,9 @@ def test_recipe_paths_and_devices_are_known() -> None:
 
 
 def test_pt2e_recipe_compiles_to_onednn_int8_and_matches_its_eager_graph(encoder, calibration, tmp_path) -> None:
-    from export import artifacts as art
-    from serving.contract.artifacts import load_module
-
     quantized = quantize.get_recipe("pt2e_x86_int8_smoothquant").apply(encoder, calibration).eval()
     package = tmp_path / "int8.aoti.pt2"
-    art.compile_aoti(art.export_program(quantized, "cpu", 4, 32), package)
-    compiled = load_module(quantize.AOTI, package, "cpu")
-    inputs = token_batch(7, 3, 24)
-    with torch.inference_mode():
-        eager, aoti, ref = quantized(*inputs), compiled(*inputs), encoder(*inputs)
+    eager, aoti, ref = _through_aoti(quantized, encoder, package)
     assert F.cosine_similarity(eager, aoti).min().item() > 0.999
     assert F.cosine_similarity(ref, aoti).min().item() > 0.9
     assert "qlinear" in package.read_bytes().decode("latin-1")  # oneDNN's int8 Linear, not torchao's _int_mm
@@ -148,20 +154,13 @@ def test_int8_linear_stays_close_to_fp32_and_keeps_shape() -> None:
 
 @pytest.mark.skipif(not quantize.bf16_supported(), reason="the mixed recipe needs a CPU that multiplies bf16 natively")
 def test_mixed_recipe_compiles_query_and_key_to_onednn_int8(encoder, calibration, tmp_path) -> None:
-    from export import artifacts as art
-    from serving.contract.artifacts import load_module
-
     quantized = quantize.get_recipe("int8_qk_bf16").apply(encoder, calibration).eval()
     int8 = [n for n, m in quantized.named_modules() if isinstance(m, quantize.Int8Linear)]
     bf16 = [n for n, m in quantized.named_modules() if isinstance(m, quantize.Bf16Linear)]
     assert len(int8) == 2 * 2 and all(quantize.base_name(n).endswith(quantize.INT8_ATTENTION) for n in int8)
     assert len(bf16) == 4 * 2  # value, attention output, FFN in and out per layer
     package = tmp_path / "int8.aoti.pt2"
-    art.compile_aoti(art.export_program(quantized, "cpu", 4, 32), package)
-    compiled = load_module(quantize.AOTI, package, "cpu")
-    inputs = token_batch(7, 3, 24)
-    with torch.inference_mode():
-        eager, aoti, ref = quantized(*inputs), compiled(*inputs), encoder(*inputs)
+    eager, aoti, ref = _through_aoti(quantized, encoder, package)
     assert F.cosine_similarity(eager, aoti).min().item() > 0.999
     assert F.cosine_similarity(ref, aoti).min().item() >= MIN_COSINE["int8"]
     source = package.read_bytes().decode("latin-1")
