@@ -75,6 +75,16 @@ def _fp16(encoder: torch.nn.Module) -> torch.nn.Module:
     return module
 
 
+def _runner(model: Callable[..., torch.Tensor]) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """``model`` as the accuracy gates call it: CPU ids and mask in, float32 embeddings on the CPU out."""
+
+    def run(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():
+            return model(ids.cuda(), mask.cuda()).float().cpu()
+
+    return run
+
+
 def built(model: str, precisions: list[str], work: Path) -> tuple[dict[str, Callable[..., torch.Tensor]], dict]:
     """Each precision's package compiled here as export compiles it, its gates aside: what a precision would gain
     whether or not export lets it ship; and its retrieval figures against eager fp32 (export/verify.py)."""
@@ -90,18 +100,14 @@ def built(model: str, precisions: list[str], work: Path) -> tuple[dict[str, Call
         "fp8-ffn": lambda: fp8.quantize(copy.deepcopy(encoder), fp8.ffn_only),
     }
 
-    def eager(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        with torch.inference_mode():
-            return encoder(ids.cuda(), mask.cuda()).float().cpu()
-
-    verifier = Verifier(eager, ckpt.tokenizer, 128, batch=8, max_batch=128)
+    verifier = Verifier(_runner(encoder), ckpt.tokenizer, 128, batch=8, max_batch=128)
     work.mkdir(parents=True, exist_ok=True)
     models, gates = {}, {}
     for p in precisions:
         path = work / f"{p}.pt2"
         artifacts.compile_aoti(artifacts.export_program(modules[p](), "cuda", 128, 128), path)
         models[p] = load_module(AOTI, path, "cuda", cuda_graphs=True)
-        runner = artifacts.load_runner(AOTI, path, "cuda")
+        runner = _runner(models[p])
         gates[p] = {"sentences": verifier.score(runner).as_dict(), "retrieval": verifier.retrieval(runner).as_dict()}
         log.info("%s: %s", p, gates[p])
     return models, gates
