@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import hashlib
 import json
 import logging
 import os
@@ -62,7 +63,7 @@ def _bundled_backends(root: Path) -> Path:
     stub = root / "python_backend_stubs" / version / STUB
     if not stub.is_file():
         raise LaunchError(f"the bundled tritonserver has no Python-backend stub for Python {version}")
-    dest = private_dir(Path(tempfile.gettempdir()) / f"bertserve-backends-{os.getuid()}-py{version}")
+    dest = private_dir(Path(tempfile.gettempdir()) / backends_dir_name())
     python = dest / "python"
     python.mkdir(exist_ok=True)
     for src in [*(root / "backends" / "python").glob("*.*"), stub]:
@@ -72,6 +73,15 @@ def _bundled_backends(root: Path) -> Path:
     if not native.install(dest):
         log.warning("the native %s backend is not built (%s): run `make setup`", native.NAME, native.LIBRARY)
     return dest
+
+
+def backends_dir_name() -> str:
+    """One directory per user, Python version and native library build: two checkouts (or a sanitizer build
+    beside the release one) each install their own library, built against their own torch, rather than one
+    replacing the other's between a server's start and the next."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    build = hashlib.sha256(str(native.LIBRARY.resolve()).encode()).hexdigest()[:12]
+    return f"bertserve-backends-{os.getuid()}-py{version}-{build}"
 
 
 def private_dir(path: Path) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 import sys
@@ -28,9 +29,10 @@ def bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
-def expected_dir() -> Path:
+def expected_dir(uid: int | None = None) -> Path:
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    return Path(tempfile.gettempdir()) / f"bertserve-backends-{os.getuid()}-py{version}"
+    build = hashlib.sha256(str(native.LIBRARY.resolve()).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"bertserve-backends-{os.getuid() if uid is None else uid}-py{version}-{build}"
 
 
 def assert_private(path: Path) -> None:
@@ -66,11 +68,23 @@ def test_a_planted_symlink_is_not_followed(bundle, tmp_path):
 
 def test_another_users_directory_is_not_used(bundle, monkeypatch):
     other = os.getuid() + 1
-    foreign = (
-        Path(tempfile.gettempdir()) / f"bertserve-backends-{other}-py{sys.version_info.major}.{sys.version_info.minor}"
-    )
+    foreign = expected_dir(other)
     foreign.mkdir()  # owned by the test's user, so another user's to the launcher that runs as uid + 1
     monkeypatch.setattr(os, "getuid", lambda: other)
     dest = server._bundled_backends(bundle)
     assert dest.parent == foreign.parent and dest.name.startswith(foreign.name + "-")
     assert not any(foreign.iterdir())
+
+
+def test_two_builds_install_their_libraries_apart(bundle, tmp_path, monkeypatch):
+    """A build newer than another checkout's (or of the same size) must not leave a server loading the other's
+    library, linked against a torch that may be gone."""
+    dests = []
+    for name, content in (("a", b"library a"), ("b", b"library b")):
+        library = tmp_path / name / native.LIBRARY_NAME
+        library.parent.mkdir()
+        library.write_bytes(content)
+        monkeypatch.setattr(native, "LIBRARY", library)
+        dests.append(server._bundled_backends(bundle))
+    assert dests[0] != dests[1]
+    assert [(d / native.NAME / native.LIBRARY_NAME).read_bytes() for d in dests] == [b"library a", b"library b"]
