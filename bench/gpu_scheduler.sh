@@ -5,9 +5,12 @@
 # exported), then each earlier backend .gpu/<name>-backend.tar (`git archive <commit> backend`) built beside it
 # into build/backend-<name>.
 # compare: per variant, bench.served over gRPC (the corpus, 1 and 32 texts a request; bert 128 tokens), HTTP with
-# JSON outputs (bench.http_json), GPU utilisation sampled during 32-text gRPC load, and the server's busiest
-# threads under one-text load. VARIANTS: label:library:instances:deadline_us[:settings], space-separated; settings:
-# NAME=VALUE pairs joined by '+' exported for that variant (CASES, or the launcher's BERTSERVE_SERVE_*).
+# JSON outputs (bench.http_json: KServe, the gateway's OpenAI route, and the same through OpenAI's SDK), GPU
+# utilisation sampled during 32-text gRPC load, and the server's busiest threads under one-text load.
+# VARIANTS: label:library:instances:deadline_us[:settings], space-separated; settings: NAME=VALUE pairs joined by
+# '+' exported for that variant (CASES; HTTP=0 to run bench.served alone; the launcher's BERTSERVE_SERVE_*).
+# cpu: the CPU scheduler on two of the host's cores (taskset): MiniLM fp32 exported for the CPU, then per default
+# deadline (DEADLINES, microseconds) `python -m reliability overload` and a one-minute soak at 70 % of capacity.
 source bench/gpu_venv.sh
 repo=build/gpu-repository
 CASES="${CASES:-embed-corpus@1/16/64/128/256,embed-corpus-b32@1/4/8/16/32,bert-128@64/256}"
@@ -44,6 +47,7 @@ one() {  # $1: label, $2: library
   export BERTSERVE_BACKEND_LIBRARY="$PWD/$2"
   timeout "${SERVED_TIMEOUT_S:-200}" "$py" -m bench.served --repository "$repo" --cases "$CASES" --duration-s 3 \
     --window-ms 1500 --label "sched-$1" --output-dir "$out" 2>&1 | grep -v ' INFO ' | tail -60
+  [ "${HTTP:-1}" = 1 ] || return 0
   timeout 150 "$py" - "$repo" "$1" <<'PY' 2>&1 | grep -v ' INFO '
 import json, subprocess, sys, threading, time
 from pathlib import Path
@@ -58,12 +62,12 @@ with processes.running(repo, Path(f"/tmp/busy-{label}.log")) as server:
     for texts, conc in ((32, 1), (1, 1), (1, 64)):
         print(label, "http-json", json.dumps(http_json.run(server.http_url, "embed", texts, conc, 4.0, 8)), flush=True)
     if server.gateway_url:
-        for texts, conc in ((32, 1), (1, 64)):
+        for route, texts, conc in (("openai", 32, 1), ("openai", 1, 64), ("openai-sdk", 32, 1), ("openai-sdk", 1, 64)):
             try:
-                r = http_json.run(server.gateway_url, "embed", texts, conc, 4.0, 8, route="openai")
+                r = http_json.run(server.gateway_url, "embed", texts, conc, 4.0, 8, route=route)
             except Exception as e:  # noqa: BLE001 - e.g. no gateway on this machine: the rest still runs
                 r = {"error": repr(e)[-300:]}
-            print(label, "openai-json", json.dumps(r), flush=True)
+            print(label, route, json.dumps(r), flush=True)
     binary, libdir = ensure_perf_analyzer(Path("build"))
     data = Path(f"/tmp/busy-{label}.json")
     data.write_text(json.dumps(perf_analyzer_input_data(build_pool(LoadTestConfig(payload="corpus"), "text"))))
@@ -96,6 +100,22 @@ with processes.running(repo, Path(f"/tmp/busy-{label}.log")) as server:
     print(label, "threads", json.dumps({"concurrency": 256, **r}), flush=True)
     print("\n".join(listing[:18]))
 PY
+}
+
+cpu() {
+  local repo=build/cpu-repository d
+  if [ ! -f "$repo/repository.json" ]; then
+    PYTHONPATH=/tmp/export-site timeout 400 python3 -m export --execution-env "$venv" --target cpu --model minilm \
+      --precision fp32 --no-autotune --skip onnx,torchscript --output "$repo" >"$out/cpu-export.log" 2>&1 \
+      || { tail -20 "$out/cpu-export.log"; return 1; }
+  fi
+  for d in ${DEADLINES:-1000000 100000}; do
+    rm -rf /tmp/bertserve-backends-*
+    taskset -c 0,1 timeout 200 "$py" -m reliability overload --repository "$repo" --deadline-us "$d" \
+      --out "$out/overload-$d.json" 2>&1 | grep -v ' INFO ' | tail -40
+    taskset -c 0,1 timeout 200 "$py" -m reliability soak --repository "$repo" --deadline-us "$d" --minutes 1 \
+      --window-s 30 --warmup-s 0 --out "$out/soak-$d.json" 2>&1 | grep -v ' INFO ' | tail -25
+  done
 }
 
 compare() {

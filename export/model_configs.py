@@ -60,9 +60,9 @@ class QueuePolicy:
             raise ValueError(f"timeout_us must be at least 1, got {self.timeout_us}")
 
     @classmethod
-    def for_batch(cls, max_batch: int) -> QueuePolicy:
-        """Two full batches may wait; none waits longer than QUEUE_TIMEOUT_US."""
-        return cls(max_queue_size=2 * max_batch, timeout_us=QUEUE_TIMEOUT_US)
+    def for_batch(cls, max_batch: int, timeout_us: int | None = None) -> QueuePolicy:
+        """Two full batches may wait; none waits longer than ``timeout_us`` (QUEUE_TIMEOUT_US)."""
+        return cls(max_queue_size=2 * max_batch, timeout_us=timeout_us or QUEUE_TIMEOUT_US)
 
 
 # The default longest wait in a model's queue before UNAVAILABLE (the native encoder applies it only while more than

@@ -1,5 +1,7 @@
 """``python -m reliability soak``: start the server on loopback, measure capacity, hold a fraction of it open loop
-for the given minutes, write the per-window figures and the verdict to a JSON file."""
+for the given minutes, write the per-window figures and the verdict to a JSON file.
+``python -m reliability overload``: unloaded p99, capacity, then 3x capacity open loop (scenarios.overload): how
+accepted requests fare and how fast the excess is refused, with the repository's deadline or another."""
 
 from __future__ import annotations
 
@@ -12,8 +14,9 @@ import signal
 import sys
 from pathlib import Path
 
+from export.model_configs import QueuePolicy
 from reliability import processes, scenarios
-from reliability.copies import linked_copy
+from reliability.copies import shedding_copy
 
 log = logging.getLogger("reliability")
 
@@ -40,17 +43,30 @@ async def _soak(server: processes.ServerProcess, args: argparse.Namespace) -> di
     return {"capacity_per_s": round(cap, 1), "load": args.load, **result}
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m reliability", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("soak", help="hold a fraction of capacity for N minutes; exit 1 if a pass condition fails")
-    s.add_argument("--repository", type=Path, default=Path("model_repository"), help="an exported repository")
     s.add_argument("--minutes", type=float, default=30.0)
     s.add_argument("--load", type=float, default=0.7, help="fraction of the measured capacity to send (open loop)")
     s.add_argument("--window-s", type=float, default=60.0)
     s.add_argument("--warmup-s", type=float, default=60.0, help="windows before this are left out of growth figures")
-    s.add_argument("--out", type=Path, default=Path("reports/soak.json"))
-    args = p.parse_args(argv)
+    o = sub.add_parser("overload", help="3x capacity open loop: accepted p99 against unloaded, refusal times")
+    o.add_argument("--factor", type=float, default=3.0, help="the overload as a multiple of the measured capacity")
+    o.add_argument("--seconds", type=float, default=8.0)
+    for cmd in (s, o):
+        cmd.add_argument("--repository", type=Path, default=Path("model_repository"), help="an exported repository")
+        cmd.add_argument(
+            "--deadline-us", type=int, default=None,
+            help="serve with this default deadline (the native models; Triton's queue timeout for the Python "
+            "encoder) instead of the exported one",
+        )  # fmt: skip
+        cmd.add_argument("--out", type=Path, default=Path(f"reports/{cmd.prog.split()[-1]}.json"))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
     if not (args.repository / "repository.json").is_file():
@@ -58,16 +74,21 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.parent.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind, so that the server started here is stopped
-    work = args.out.parent / "soak-work"
+    work = args.out.parent / f"{args.command}-work"
     shutil.rmtree(work, ignore_errors=True)
-    repo = linked_copy(args.repository, work / "repo")  # the repository as exported, its own queue policy
+    policy = None if args.deadline_us is None else QueuePolicy.for_batch(32, timeout_us=args.deadline_us)
+    repo = shedding_copy(args.repository, work / "repo", policy)  # as exported, unless --deadline-us
     with processes.running(repo, work / "server.log") as server:
-        result = asyncio.run(_soak(server, args))
-    result["verdict"] = verdict(result)
+        if args.command == "overload":
+            result = asyncio.run(scenarios.overload(server, factor=args.factor, seconds=args.seconds))
+        else:
+            result = asyncio.run(_soak(server, args))
+            result["verdict"] = verdict(result)
+    result["deadline_us"] = args.deadline_us or "exported"
     args.out.write_text(json.dumps(result, indent=2))
     summary = {k: v for k, v in result.items() if k != "windows"}
     sys.stdout.write(json.dumps(summary, indent=2) + "\n")
-    return 0 if all(result["verdict"].values()) else 1
+    return 0 if all(result.get("verdict", {}).values()) else 1
 
 
 if __name__ == "__main__":
