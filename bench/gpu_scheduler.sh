@@ -95,9 +95,16 @@ with processes.running(repo, Path(f"/tmp/busy-{label}.log")) as server:
     # The server's busiest threads under one-text load: where the host time goes.
     pid = subprocess.run(["pgrep", "-n", "tritonserver"], capture_output=True, text=True).stdout.strip()
     top = subprocess.Popen(["top", "-H", "-b", "-n", "2", "-d", "3", "-p", pid], stdout=subprocess.PIPE, text=True)
+    def jiffies():  # the host's busy and total CPU time (/proc/stat): is the host saturated, client included?
+        cpu = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+        return sum(cpu) - cpu[3] - cpu[4], sum(cpu)
+
+    before = jiffies()
     r = load(256, 1)
+    after = jiffies()
+    host_busy = round(100 * (after[0] - before[0]) / max(1, after[1] - before[1]), 1)
     listing = top.communicate()[0].split("\n\n")[-1].splitlines()
-    print(label, "threads", json.dumps({"concurrency": 256, **r}), flush=True)
+    print(label, "threads", json.dumps({"concurrency": 256, **r, "host_cpu_busy_pct": host_busy}), flush=True)
     print("\n".join(listing[:18]))
 PY
 }
