@@ -139,6 +139,7 @@ def load_repository(repository: Path | None, models: list[str]) -> tuple[dict[st
             log.warning("%s has no tokenizer for %s: its /tokenize will answer 503", repository, model)
             continue
         tokenizer = Tokenizer.from_file(str(path))
+        tokenizer.no_padding()  # a tokenizer.json may pad (a cross-encoder's does, to max_seq): tokens are counted
         if "max_seq" in manifest:
             tokenizer.enable_truncation(int(manifest["max_seq"]))
         tokenizers[model] = tokenizer
