@@ -35,7 +35,7 @@ class Spec:
     handler: Callable[[Gateway, Any], Awaitable[Any]]
     request: type[pydantic.BaseModel] | None  # None: no body
     response: Any  # the schema of a successful answer (documentation and tests); None: an empty 200
-    style: str  # "openai" (every /v1 route) or "tei": the error body
+    style: str  # "openai" (the /v1 and /v2 routes) or "tei": the error body
     public: bool = False  # answered without a key
 
 
@@ -43,6 +43,7 @@ ROUTES = [
     Spec("POST", "/v1/embeddings", openai.embeddings, schemas.EmbeddingsRequest, schemas.EmbeddingsResponse, "openai"),
     Spec("GET", "/v1/models", openai.models, None, schemas.ModelList, "openai"),
     Spec("POST", "/v1/rerank", cohere.rerank, schemas.CohereRerankRequest, schemas.CohereRerankResponse, "openai"),
+    Spec("POST", "/v2/rerank", cohere.rerank, schemas.CohereRerankRequest, schemas.CohereRerankResponse, "openai"),
     Spec("POST", "/embed", tei.embed, schemas.EmbedRequest, list[list[float]], "tei"),
     Spec("POST", "/rerank", tei.rerank, schemas.RerankRequest, list[schemas.Rank], "tei"),
     Spec(

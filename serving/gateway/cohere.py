@@ -1,4 +1,5 @@
-"""Cohere's and Jina's rerank API: ``POST /v1/rerank``, served by the repository's reranker (a cross-encoder).
+"""Cohere's and Jina's rerank API: ``POST /v1/rerank`` (Cohere v1, Jina) and ``POST /v2/rerank`` (Cohere v2, the
+same body), served by the repository's reranker (a cross-encoder).
 
 The request is the subset Cohere's rerank (v1 and v2) and Jina's agree on:
 
@@ -9,8 +10,8 @@ The request is the subset Cohere's rerank (v1 and v2) and Jina's agree on:
   where it cuts nothing the model would not; ``rank_fields`` (Cohere v1) of ``["text"]`` alone;
 - refused with 400 naming the field: ``max_tokens_per_doc`` below the max length (only the pair as a whole is
   cut), ``rank_fields`` other than ``["text"]``, ``max_chunks_per_doc`` (Cohere v1: nothing is chunked),
-  ``return_embeddings: true`` (Jina: the reranker computes none). Other unknown fields are ignored, as on the other
-  routes.
+  ``return_embeddings: true`` (Jina: the reranker computes none), ``relevant_spans`` (Cohere v2: no spans are
+  found). Other unknown fields (Cohere v2's ``priority``) are ignored, as on the other routes.
 
 The answer: ``id``, ``model``, ``results`` (``index``, ``relevance_score`` and, with ``return_documents``,
 ``document: {"text"}``), highest score first, cut to ``top_n``; ``usage.total_tokens``, the tokens of every
@@ -90,6 +91,8 @@ def _refuse_unsupported(gw: Gateway, model: str, req: CohereRerankRequest) -> No
             "'max_chunks_per_doc' is not supported: a long document is cut to the max length, not chunked",
             "max_chunks_per_doc",
         )
+    if req.relevant_spans is not None:
+        raise errors.BadRequest("'relevant_spans' is not supported: the reranker scores whole pairs", "relevant_spans")
     if req.return_embeddings:
         raise errors.BadRequest(
             "'return_embeddings' is not supported: the reranker computes no embeddings", "return_embeddings"

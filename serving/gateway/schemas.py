@@ -67,7 +67,7 @@ class OpenAIError(BaseModel):
 
 
 class CohereRerankRequest(BaseModel):
-    """Cohere's and Jina's ``POST /v1/rerank`` (serving/gateway/cohere.py says which fields are taken and which
+    """Cohere's and Jina's ``POST /v1/rerank`` and Cohere's ``/v2/rerank`` (serving/gateway/cohere.py says which fields are taken and which
     refused). Documents are checked by the handler, which names the element: a string or ``{"text": string}``."""
 
     query: str
@@ -79,6 +79,7 @@ class CohereRerankRequest(BaseModel):
     rank_fields: list[str] | None = None
     max_chunks_per_doc: int | None = None
     return_embeddings: bool = False
+    relevant_spans: Any = None
 
 
 class RerankDocument(BaseModel):

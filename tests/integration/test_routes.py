@@ -111,6 +111,27 @@ def test_v1_rerank_scores_equal_tei_rerank_and_transformers(gw, reference):
     assert top == [{k: r[k] for k in ("index", "relevance_score")} for r in results[:3]]
 
 
+def test_cohere_sdk_v1_and_v2_clients_rank_as_tei(gw, server):
+    """Cohere's own SDK against the gateway: v1's client (``/v1/rerank``, documents returned) and v2's
+    (``/v2/rerank``), their results equal to TEI's /rerank; its error for a refused field carries the message."""
+    import cohere
+
+    texts = corpus()
+    query, documents = texts[7], texts[40:52]
+    tei = gw.post("/rerank", json={"query": query, "texts": documents, "truncate": True}).json()
+    url = f"http://{server.gateway_url}"
+    v1 = cohere.Client(api_key="unused", base_url=url, timeout=30)
+    one = v1.rerank(query=query, documents=documents, top_n=5, return_documents=True, model="ranker")
+    assert [(r.index, r.relevance_score) for r in one.results] == [(r["index"], r["score"]) for r in tei[:5]]
+    assert [r.document.text for r in one.results] == [documents[r["index"]] for r in tei[:5]]
+    v2 = cohere.ClientV2(api_key="unused", base_url=url, timeout=30)
+    two = v2.rerank(model="ranker", query=query, documents=documents, max_tokens_per_doc=4096)
+    assert [(r.index, r.relevance_score) for r in two.results] == [(r["index"], r["score"]) for r in tei]
+    with pytest.raises(cohere.core.ApiError) as e:
+        v2.rerank(model="ranker", query=query, documents=documents, max_tokens_per_doc=16)
+    assert e.value.status_code == 400 and "max_tokens_per_doc" in str(e.value.body)
+
+
 @pytest.mark.parametrize(
     ("body", "status", "param", "says"),
     [

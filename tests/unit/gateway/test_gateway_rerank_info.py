@@ -36,6 +36,12 @@ def test_results_are_sorted_by_sigmoid_of_the_logit_and_cut_to_top_n():
     assert fake.calls == [("rerank", b"q", [d.encode() for d in DOCUMENTS], True, "documents")]
 
 
+def test_cohere_v2_path_is_the_same_route():
+    body = {"model": "rerank", "query": "q", "documents": DOCUMENTS, "top_n": 2, "priority": 1}
+    v1, v2 = (client().post(path, json=body).json() for path in ("/v1/rerank", "/v2/rerank"))
+    assert v1["results"] == v2["results"] and [r["index"] for r in v2["results"]] == [1, 3]
+
+
 def test_objects_with_text_and_return_documents():
     documents = [{"text": "abc", "title": "not read"}, "a"]
     r = client().post("/v1/rerank", json={"query": "q", "documents": documents, "return_documents": True})
@@ -61,6 +67,7 @@ def test_objects_with_text_and_return_documents():
         ({"query": "q", "documents": ["a"], "rank_fields": ["title"]}, 400, "rank_fields", "ranked by their 'text'"),
         ({"query": "q", "documents": ["a"], "max_chunks_per_doc": 2}, 400, "max_chunks_per_doc", "not chunked"),
         ({"query": "q", "documents": ["a"], "return_embeddings": True}, 400, "return_embeddings", "no embeddings"),
+        ({"query": "q", "documents": ["a"], "relevant_spans": {"x": 1}}, 400, "relevant_spans", "whole pairs"),
         ({"query": "q", "documents": ["a"], "model": "embed"}, 404, "model", "reranker is 'rerank'"),
     ],
 )
