@@ -149,3 +149,15 @@ def test_info_keeps_teis_shape_for_the_primary_and_lists_every_model(tmp_path):
     only_ranker = Gateway(GatewayConfig(), FakeTriton(), fronted={"rerank": "ranker"}, manifests=gw.manifests)
     info = TestClient(app.create(only_ranker)).get("/info").json()
     assert info["model_id"] == "ce" and "reranker" in info["model_type"] and len(info["models"]) == 1
+
+
+def test_the_config_of_a_model_without_embeddings_is_read():
+    """/info without a repository reads each model's limits from its config: a reranker has no EMBEDDING."""
+    from tritonclient.grpc import service_pb2
+
+    from serving.gateway.triton import _info
+
+    answer = service_pb2.ModelConfigResponse()
+    answer.config.max_batch_size = 1
+    answer.config.output.add(name="SCORES", dims=[-1])
+    assert (_info(answer).max_batch, _info(answer).hidden) == (1, 0)
