@@ -1,12 +1,13 @@
 """Rerank and classify beside embed through running servers, concurrency 1, over gRPC:
 
     python -m bench.rerank_served --rerank-url 127.0.0.1:8001 --classify-url 127.0.0.1:8101 \
-        --embed-url 127.0.0.1:9001 [--requests 200]
+        --embed-url 127.0.0.1:9001 [--gateway-url 127.0.0.1:8080] [--requests 200]
 
 rerank: 1 query x 32 documents of about 60 tokens each (shipped-corpus lines joined); embed: the same 32 documents
 as 32 texts of one request. classify: 1 short text (the corpus' first line), beside embed of that one text. The
 cases run interleaved (one call of each in turn, then the next round), so a drift of the machine touches all
-alike; each after 10 uncounted warm-up rounds. ``--short-only`` runs the one-short-text cases alone. Prints a
+alike; each after 10 uncounted warm-up rounds. ``--gateway-url`` (the rerank server's gateway) adds the rerank
+case through TEI's ``/rerank`` and Cohere's ``/v1/rerank`` (which also counts the pairs' tokens for its usage). ``--short-only`` runs the one-short-text cases alone. Prints a
 markdown table of p50 / p99 / mean in milliseconds (the cases of a server that is not given are left out).
 """
 
@@ -72,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rerank-url", default="")
     parser.add_argument("--classify-url", default="")
     parser.add_argument("--embed-url", default="")
+    parser.add_argument("--gateway-url", default="", help="the rerank server's gateway: /rerank and /v1/rerank too")
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--short-only", action="store_true", help="only the one-short-text cases (embed, classify)")
     args = parser.parse_args(argv)
@@ -81,6 +83,13 @@ def main(argv: list[str] | None = None) -> int:
         rc = grpcclient.InferenceServerClient(args.rerank_url)
         pairs = [_bytes_input("QUERY", [query], [1, 1]), _bytes_input("DOCUMENTS", docs, [1, len(docs)])]
         calls["rerank 1 x 32 (~60 tokens)"] = lambda: rc.infer("rerank", pairs)
+    if args.gateway_url and not args.short_only:
+        import httpx
+
+        http = httpx.Client(base_url=f"http://{args.gateway_url}", timeout=30)
+        tei, cohere = {"query": query, "texts": docs, "truncate": True}, {"query": query, "documents": docs}
+        calls["rerank 1 x 32, gateway /rerank"] = lambda: http.post("/rerank", json=tei).raise_for_status()
+        calls["rerank 1 x 32, gateway /v1/rerank"] = lambda: http.post("/v1/rerank", json=cohere).raise_for_status()
     if args.embed_url:
         ec = grpcclient.InferenceServerClient(args.embed_url)
         texts, short = [_bytes_input("TEXT", docs, [len(docs), 1])], [_bytes_input("TEXT", [query], [1, 1])]

@@ -1,6 +1,7 @@
-"""The gateway: OpenAI's ``/v1/embeddings`` and text-embeddings-inference's routes, one ASGI process beside
-tritonserver (uvicorn with httptools and uvloop, Starlette routes, pydantic schemas, orjson), calling the models over
-gRPC on loopback. The launcher starts it on ``--gateway-port`` (8080) and stops it on drain.
+"""The gateway: OpenAI's ``/v1/embeddings``, Cohere's and Jina's ``/v1/rerank`` and text-embeddings-inference's
+routes, one ASGI process beside tritonserver (uvicorn with httptools and uvloop, Starlette routes, pydantic schemas,
+orjson), calling the models over gRPC on loopback. The launcher starts it on ``--gateway-port`` (8080) and stops it
+on drain.
 
 Why a gateway process. Three designs were weighed on the 2-core CPU box, where the targets are one short text at
 c=1 within 0.3 ms of direct KServe HTTP's p50, and at c=8 at least 90 % of its throughput:
@@ -34,7 +35,7 @@ sharing calls between concurrent requests (``coalesce``) won back 6 points of it
 measured, and the remaining cost is the Python process itself, which only the native front would remove. The GPU
 targets were not measured.
 
-Modules: ``app`` (the route table), ``schemas`` (request and response bodies), ``openai`` and ``tei`` (the
-handlers), ``state`` (what routes share), ``triton`` (the gRPC client side), ``errors``, ``metrics``, ``config``,
+Modules: ``app`` (the route table), ``schemas`` (request and response bodies), ``openai``, ``cohere`` and ``tei``
+(the handlers), ``state`` (what routes share), ``triton`` (the gRPC client side), ``errors``, ``metrics``, ``config``,
 ``process`` (the launcher's hook).
 """

@@ -25,7 +25,6 @@ def serve(cfg: GatewayConfig) -> None:
     if fronted.get("embed", cfg.model) != cfg.model:  # the repository's embedder has a name of its own
         cfg = dataclasses.replace(cfg, model=fronted["embed"], encoder=encoder_of(cfg.repository, fronted["embed"]))
     log.info("routes call: %s", ", ".join(f"{task} -> {m}" for task, m in fronted.items()) or cfg.model)
-    tokenizer, manifest = load_repository(cfg.repository, cfg.model)
     triton = Triton(
         cfg.triton_url,
         cfg.model,
@@ -33,7 +32,8 @@ def serve(cfg: GatewayConfig) -> None:
         fronted.get("rerank", RERANK_MODEL),
         fronted.get("classify", CLASSIFY_MODEL),
     )
-    gw = Gateway(cfg, triton, keys, tokenizer, manifest, fronted=fronted)
+    gw = Gateway(cfg, triton, keys, fronted=fronted)
+    gw.tokenizers, gw.manifests = load_repository(cfg.repository, [model for _, model in gw.served])
     server = uvicorn.Server(
         uvicorn.Config(
             app.create(gw),

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from serving.gateway import errors, openai, schemas, tei
+from serving.gateway import cohere, errors, openai, schemas, tei
 from serving.gateway.state import Gateway
 
 JSON = "application/json"
@@ -35,13 +35,15 @@ class Spec:
     handler: Callable[[Gateway, Any], Awaitable[Any]]
     request: type[pydantic.BaseModel] | None  # None: no body
     response: Any  # the schema of a successful answer (documentation and tests); None: an empty 200
-    style: str  # "openai" or "tei": the error body
+    style: str  # "openai" (the /v1 and /v2 routes) or "tei": the error body
     public: bool = False  # answered without a key
 
 
 ROUTES = [
     Spec("POST", "/v1/embeddings", openai.embeddings, schemas.EmbeddingsRequest, schemas.EmbeddingsResponse, "openai"),
     Spec("GET", "/v1/models", openai.models, None, schemas.ModelList, "openai"),
+    Spec("POST", "/v1/rerank", cohere.rerank, schemas.CohereRerankRequest, schemas.CohereRerankResponse, "openai"),
+    Spec("POST", "/v2/rerank", cohere.rerank, schemas.CohereRerankRequest, schemas.CohereRerankResponse, "openai"),
     Spec("POST", "/embed", tei.embed, schemas.EmbedRequest, list[list[float]], "tei"),
     Spec("POST", "/rerank", tei.rerank, schemas.RerankRequest, list[schemas.Rank], "tei"),
     Spec(

@@ -8,7 +8,7 @@ OpenAI and TEI do.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -64,6 +64,43 @@ class OpenAIErrorBody(BaseModel):
 
 class OpenAIError(BaseModel):
     error: OpenAIErrorBody
+
+
+class CohereRerankRequest(BaseModel):
+    """Cohere's and Jina's ``POST /v1/rerank`` and Cohere's ``/v2/rerank`` (serving/gateway/cohere.py says which fields are taken and which
+    refused). Documents are checked by the handler, which names the element: a string or ``{"text": string}``."""
+
+    query: str
+    documents: list[Any]
+    model: str | None = None
+    top_n: Annotated[int, Field(ge=1)] | None = None
+    return_documents: bool = False
+    max_tokens_per_doc: Annotated[int, Field(ge=1)] | None = None
+    rank_fields: list[str] | None = None
+    max_chunks_per_doc: int | None = None
+    return_embeddings: bool = False
+    relevant_spans: Any = None
+
+
+class RerankDocument(BaseModel):
+    text: str
+
+
+class RerankResult(BaseModel):
+    index: int
+    relevance_score: float
+    document: RerankDocument | None = None  # only with return_documents
+
+
+class RerankUsage(BaseModel):
+    total_tokens: int | None = None  # absent where the gateway has no repository to count with
+
+
+class CohereRerankResponse(BaseModel):
+    id: str
+    model: str
+    results: list[RerankResult]
+    usage: RerankUsage
 
 
 class EmbedRequest(BaseModel):
@@ -124,8 +161,23 @@ class SimpleToken(BaseModel):
     stop: int | None
 
 
+class ServedModel(BaseModel):
+    """One model of ``/info``'s ``models``: TEI's description of a model, with the name requests give and its task."""
+
+    name: str
+    task: Literal["embed", "rerank", "classify"]
+    model_id: str
+    model_sha: str | None
+    model_dtype: str
+    model_type: dict  # {"embedding": {"pooling"}} or {"reranker" | "classifier": {"id2label", "label2id"}}
+    max_input_length: int
+    max_batch_tokens: int
+    max_batch_requests: int | None
+
+
 class Info(BaseModel):
-    """TEI ``GET /info`` (the fields that describe an embedding model)."""
+    """TEI ``GET /info``: TEI's fields describe the primary model (the embedder, else the reranker, else the
+    classifier) as a TEI server of that model would; ``models`` (not TEI's) describes every model the routes call."""
 
     model_id: str
     model_sha: str | None
@@ -136,8 +188,10 @@ class Info(BaseModel):
     max_batch_tokens: int
     max_batch_requests: int | None
     max_client_batch_size: int
+    auto_truncate: bool
     tokenization_workers: int
     version: str
+    models: list[ServedModel]
 
 
 class TEIError(BaseModel):

@@ -12,7 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from serving.contract.manifest import REPOSITORY_INDEX, entry_points
+from serving.contract.manifest import (
+    MANIFEST,
+    REPOSITORY_INDEX,
+    VerificationError,
+    check_inside,
+    entry_points,
+)
 from serving.gateway import errors
 from serving.gateway.coalesce import Coalescer
 from serving.gateway.config import GatewayConfig
@@ -22,6 +28,8 @@ from serving.gateway.triton import Embedded, ModelInfo, Triton
 log = logging.getLogger(__name__)
 
 MAX_TEXT_BYTES = 64 * 1024  # what the models take per text (README: Errors)
+PYTHON_TOKENIZER_JSON = "1/tokenizer/tokenizer.json"  # in the Python tokenizer model's directory (export/pipeline.py)
+TASKS = ("embed", "rerank", "classify")  # in the order that picks the primary model
 
 
 @dataclass
@@ -29,11 +37,12 @@ class Gateway:
     cfg: GatewayConfig
     triton: Triton
     keys: dict[str, str] | None = None  # key -> client name; None: no authentication
-    tokenizer: Any = None  # tokenizers.Tokenizer of the repository, for /tokenize
-    manifest: dict = field(default_factory=dict)  # the text model's manifest (checkpoint source, max_seq)
     # task -> the model its routes call, of the repository's entry points ({}: the text model alone); /health
     # answers 200 when every one of them is ready
     fronted: dict[str, str] = field(default_factory=dict)
+    # model -> the tokenizers.Tokenizer it tokenizes with (truncating at its max_seq), of each model the routes call
+    tokenizers: dict[str, Any] = field(default_factory=dict)
+    manifests: dict[str, dict] = field(default_factory=dict)  # model -> its manifest (source, max_seq, labels, ...)
     metrics: Metrics = field(default_factory=Metrics)
     created: int = field(default_factory=lambda: int(time.time()))
     _warned: bool = False
@@ -49,19 +58,40 @@ class Gateway:
         return await self._coalescer.embed(texts, truncate)
 
     def count_tokens(self, texts: list[str]) -> int:
-        """Tokens of ``texts`` by the repository's tokenizer (the one the native model reproduces id for id), for a
+        """Tokens of ``texts`` by the text model's tokenizer (the one the native model reproduces id for id), for a
         model that answers without TOKENS; 0 without a repository."""
-        if self.tokenizer is None:
+        tokenizer = self.tokenizers.get(self.cfg.model)
+        if tokenizer is None:
             return 0
         if not self._warned:
             log.warning("%s answers without TOKENS: usage is counted by the gateway's tokenizer", self.cfg.model)
             self._warned = True
-        return sum(len(e.ids) for e in self.tokenizer.encode_batch(texts))
+        return sum(len(e.ids) for e in tokenizer.encode_batch(texts))
 
     @property
     def model_ids(self) -> list[str]:
         """The names a request may give: the text model's."""
         return [self.cfg.model]
+
+    @property
+    def served(self) -> list[tuple[str, str]]:
+        """(task, model) of every model the routes call, the primary first: the embedder, else the reranker, else
+        the classifier (the text model alone when the gateway knows no repository index)."""
+        if not self.fronted:
+            return [("embed", self.cfg.model)]
+        return [(task, self.fronted[task]) for task in TASKS if task in self.fronted]
+
+    @property
+    def primary(self) -> str:
+        """The model TEI's one-model routes (``/tokenize``, ``/info``'s own fields) describe."""
+        return self.served[0][1]
+
+    @property
+    def reranker(self) -> str | None:
+        """The model the rerank routes call; None where the repository index lists no reranker."""
+        if not self.fronted:
+            return self.triton.rerank_model
+        return self.fronted.get("rerank")
 
 
 def fronted_models(repository: Path | None, text_model: str, rerank_model: str, classify_model: str) -> dict[str, str]:
@@ -87,23 +117,45 @@ def encoder_of(repository: Path, model: str) -> str:
     return index["models"][model].get("encoder", "bert")
 
 
-def load_repository(repository: Path | None, model: str) -> tuple[Any, dict]:
-    """The tokenizer (the Python tokenizer model's tokenizer.json, which the native one reproduces) and the
-    text model's manifest; (None, {}) without a repository."""
+def load_repository(repository: Path | None, models: list[str]) -> tuple[dict[str, Any], dict[str, dict]]:
+    """Each model's tokenizer (the tokenizer.json the native one reproduces, truncating at its max_seq) and
+    manifest; ({}, {}) without a repository. A model without a tokenizer is left out of the first (its /tokenize
+    answers 503) and said so."""
     if repository is None:
-        return None, {}
+        return {}, {}
     from tokenizers import Tokenizer
 
-    manifest_path = repository / model / "manifest.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
-    tokenizer_json = repository / "tokenizer" / "1" / "tokenizer" / "tokenizer.json"
-    if not tokenizer_json.is_file():
-        log.warning("%s has no tokenizer: /tokenize will answer 503", repository)
-        return None, manifest
-    tokenizer = Tokenizer.from_file(str(tokenizer_json))
-    if "max_seq" in manifest:
-        tokenizer.enable_truncation(int(manifest["max_seq"]))
-    return tokenizer, manifest
+    tokenizers, manifests = {}, {}
+    for model in models:
+        manifest_path = repository / model / MANIFEST
+        manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+        manifests[model] = manifest
+        try:
+            path = tokenizer_file(repository, model, manifest)
+        except VerificationError as e:
+            log.warning("%s", e)
+            path = None
+        if path is None or not path.is_file():
+            log.warning("%s has no tokenizer for %s: its /tokenize will answer 503", repository, model)
+            continue
+        tokenizer = Tokenizer.from_file(str(path))
+        tokenizer.no_padding()  # a tokenizer.json may pad (a cross-encoder's does, to max_seq): tokens are counted
+        if "max_seq" in manifest:
+            tokenizer.enable_truncation(int(manifest["max_seq"]))
+        tokenizers[model] = tokenizer
+    return tokenizers, manifests
+
+
+def tokenizer_file(repository: Path, model: str, manifest: dict) -> Path | None:
+    """The tokenizer.json ``model`` tokenizes with: the one its manifest names (a native model's own copy), else
+    that of the Python tokenizer model its ensemble starts with (``tokenizer``, or ``NAME_tokenizer`` beside an
+    embedder named NAME); None where the manifest says neither."""
+    if rel := manifest.get("tokenizer"):
+        check_inside(repository / model, rel)
+        return repository / model / rel
+    if steps := manifest.get("steps"):
+        return repository / steps[0] / PYTHON_TOKENIZER_JSON
+    return None
 
 
 def encode_texts(texts: list[str], param: str) -> list[bytes]:
@@ -131,3 +183,9 @@ def truncated_dimensions(vectors: np.ndarray, dimensions: int | None, info: Mode
         raise errors.BadRequest(f"'dimensions' must be {info.hidden}: {why}", "dimensions")
     head = vectors[:, :dimensions]
     return np.ascontiguousarray(head / np.linalg.norm(head, axis=1, keepdims=True), dtype=np.float32)
+
+
+def relevance(logits: np.ndarray) -> np.ndarray:
+    """sigmoid(logit) in float64: a one-label cross-encoder's logit as a score in 0..1, the score TEI's /rerank gives
+    by default and Cohere's relevance_score is."""
+    return 1.0 / (1.0 + np.exp(-logits.astype(np.float64)))

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import numpy as np
 
 from serving.gateway import errors
 from serving.gateway.schemas import EmbedRequest, PredictRequest, RerankRequest, TokenizeRequest
-from serving.gateway.state import Gateway, encode_texts, truncated_dimensions
+from serving.gateway.state import Gateway, encode_texts, relevance, truncated_dimensions
 
 VERSION = "bertserve"
 
@@ -49,7 +50,7 @@ async def rerank(gw: Gateway, req: RerankRequest) -> list[dict]:
     (query,) = encode_texts([req.query], "query")
     scores = await gw.triton.rerank(query, encode_texts(req.texts, "texts"), truncate=bool(req.truncate))
     if not req.raw_scores:
-        scores = 1.0 / (1.0 + np.exp(-scores.astype(np.float64)))
+        scores = relevance(scores)
     order = np.argsort(-scores, kind="stable")
     return [
         {"index": int(i), "score": float(scores[i]), **({"text": req.texts[i]} if req.return_text else {})}
@@ -104,14 +105,18 @@ async def predict(gw: Gateway, req: PredictRequest) -> list[dict] | list[list[di
 
 
 async def tokenize(gw: Gateway, req: TokenizeRequest) -> list[list[dict]]:
-    if gw.tokenizer is None:
-        raise errors.NotReady("no tokenizer: the gateway was started without --repository")
+    """The texts' tokens by the primary model's tokenizer (the embedder's, whatever its name; a rerank-only
+    repository's reranker's), as that model sees them: special tokens, truncation at its max_seq."""
+    tokenizer = gw.tokenizers.get(gw.primary)
+    if tokenizer is None:
+        why = "the gateway was started without --repository" if gw.cfg.repository is None else "its repository has none"
+        raise errors.NotReady(f"no tokenizer for {gw.primary}: {why}")
     inputs = _inputs(gw, req)
-    return await asyncio.to_thread(_tokens, gw, inputs, req.add_special_tokens)
+    return await asyncio.to_thread(_tokens, tokenizer, inputs, req.add_special_tokens)
 
 
-def _tokens(gw: Gateway, inputs: list[str], add_special_tokens: bool) -> list[list[dict]]:
-    encodings = gw.tokenizer.encode_batch(inputs, add_special_tokens=add_special_tokens)
+def _tokens(tokenizer: Any, inputs: list[str], add_special_tokens: bool) -> list[list[dict]]:
+    encodings = tokenizer.encode_batch(inputs, add_special_tokens=add_special_tokens)
     out = []
     for text, enc in zip(inputs, encodings, strict=True):
         tokens = []
@@ -129,22 +134,50 @@ def _tokens(gw: Gateway, inputs: list[str], add_special_tokens: bool) -> list[li
 
 
 async def info(gw: Gateway, _req: None) -> dict:
-    model = await gw.triton.info()
-    manifest = gw.manifest
-    max_seq = int(manifest.get("max_seq", 0))
+    """TEI's ``/info`` of the primary model (the embedder, else the reranker, else the classifier), as a TEI server
+    of that one model answers it, and ``models``: the same description of every model the routes call, each with
+    its ``name`` (the model a request names) and ``task`` (embed, rerank, classify). TEI serves one model per server
+    and has no field for several; its clients read the fields they know and pass over ``models``."""
+    described = [await _described(gw, task, model) for task, model in gw.served]
+    primary = {k: v for k, v in described[0].items() if k not in ("name", "task")}
     return {
-        "model_id": manifest.get("source", gw.cfg.model),
-        "model_sha": None,
-        "model_dtype": manifest.get("precision", "float32"),
-        "model_type": {"embedding": {"pooling": "mean"}},
+        **primary,
         "max_concurrent_requests": 0,
-        "max_input_length": max_seq,
-        "max_batch_tokens": max_seq * model.max_batch,
-        "max_batch_requests": model.max_batch,
         "max_client_batch_size": gw.cfg.max_inputs,
+        "auto_truncate": False,
         "tokenization_workers": 0,
         "version": VERSION,
+        "models": described,
     }
+
+
+async def _described(gw: Gateway, task: str, model: str) -> dict:
+    """One model in TEI's terms: its checkpoint, dtype, type (pooling, or the labels of a sequence classifier) and
+    limits (max_seq; the rows of one forward, from its manifest or else its config)."""
+    manifest = gw.manifests.get(model, {})
+    max_seq = int(manifest.get("max_seq", 0))
+    max_batch = int(manifest.get("max_batch") or (await gw.triton.info(model)).max_batch)
+    return {
+        "name": model,
+        "task": task,
+        "model_id": manifest.get("source", model),
+        "model_sha": None,
+        "model_dtype": manifest.get("precision", "float32"),
+        "model_type": _model_type(task, manifest),
+        "max_input_length": max_seq,
+        "max_batch_tokens": max_seq * max_batch,
+        "max_batch_requests": max_batch,
+    }
+
+
+def _model_type(task: str, manifest: dict) -> dict:
+    """TEI's ``model_type``: ``embedding`` with its pooling, ``reranker`` (one label) or ``classifier`` with the
+    labels both ways."""
+    if task == "embed":
+        return {"embedding": {"pooling": manifest.get("pooling", "mean")}}
+    id2label = {str(k): v for k, v in manifest.get("labels", {}).items()}
+    labels = {"id2label": id2label, "label2id": {v: int(k) for k, v in id2label.items()}}
+    return {"reranker" if task == "rerank" else "classifier": labels}
 
 
 async def health(gw: Gateway, _req: None) -> None:

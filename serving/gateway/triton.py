@@ -27,7 +27,7 @@ MATRYOSHKA = "matryoshka_dimensions"  # a model parameter: the truncated sizes i
 @dataclass(frozen=True)
 class ModelInfo:
     max_batch: int
-    hidden: int
+    hidden: int  # 0 for a model without EMBEDDING (rerank, classify)
     counts_tokens: bool  # the model declares TOKENS
     matryoshka: tuple[int, ...]
 
@@ -53,7 +53,7 @@ def _bytes_tensor(texts: list[bytes]) -> bytes:
 def _info(config: service_pb2.ModelConfigResponse) -> ModelInfo:
     c = config.config
     outputs = {o.name: o for o in c.output}
-    hidden = next(o.dims[-1] for o in c.output if o.name in ("EMBEDDING", "embedding"))
+    hidden = next((o.dims[-1] for o in c.output if o.name in ("EMBEDDING", "embedding")), 0)  # 0: no embedder
     sizes = c.parameters[MATRYOSHKA].string_value if MATRYOSHKA in c.parameters else ""
     dims = tuple(int(s) for s in sizes.split(",") if s.strip())
     return ModelInfo(max(c.max_batch_size, 1), int(hidden), TOKENS in outputs, dims)
@@ -120,8 +120,9 @@ class Triton:
         parts = await asyncio.gather(*(self._ids(ids[i : i + n], i) for i in range(0, len(ids), n)))
         return _joined(parts)
 
-    async def rerank(self, query: bytes, documents: list[bytes], truncate: bool) -> np.ndarray:
-        """float32 [n]: the rerank model's score of each (query, document) pair, in the documents' order."""
+    async def rerank(self, query: bytes, documents: list[bytes], truncate: bool, param: str = "texts") -> np.ndarray:
+        """float32 [n]: the rerank model's score (the logit) of each (query, document) pair, in the documents'
+        order; a refusal names ``param``, the request's field of the documents."""
         request = service_pb2.ModelInferRequest(model_name=self.rerank_model)
         request.inputs.add(name="QUERY", datatype="BYTES", shape=[1, 1])
         request.raw_input_contents.append(_bytes_tensor([query]))
@@ -131,7 +132,7 @@ class Triton:
         try:
             answer = await self._call(request)
         except grpc.aio.AioRpcError as e:
-            raise errors.from_grpc(e, param="texts") from e
+            raise errors.from_grpc(e, param=param) from e
         return np.frombuffer(answer.raw_output_contents[0], dtype="<f4").reshape(-1)
 
     async def classify(self, texts: list[bytes], pairs: list[bytes] | None, truncate: bool) -> Classified:

@@ -30,6 +30,7 @@ class FakeTriton:
         return self.fail is None and model not in self.down
 
     down: tuple[str, ...] = ()
+    rerank_model = "rerank"
 
     async def start(self) -> None:
         pass
@@ -50,6 +51,13 @@ class FakeTriton:
     async def embed_ids(self, ids: list[list[int]]) -> Embedded:
         self.calls.append(("ids", ids))
         return Embedded(self._vectors(len(ids)), np.array([len(s) for s in ids]))
+
+    async def rerank(self, query: bytes, documents: list[bytes], truncate: bool, param: str = "texts") -> np.ndarray:
+        """Logits that name the document: its length less the query's."""
+        if self.fail:
+            raise self.fail
+        self.calls.append(("rerank", query, documents, truncate, param))
+        return np.array([len(d) - len(query) for d in documents], dtype=np.float32)
 
     async def classify(self, texts: list[bytes], pairs: list[bytes] | None, truncate: bool) -> Classified:
         """Logits that name the row: label k's logit is k x (the text's length + the pair's), less 2 x k for a pair."""
