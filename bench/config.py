@@ -47,6 +47,7 @@ class BenchConfig:
     repository: Path | None = None  # load AOTInductor/int8 artifacts from an exported repository instead
     int8_recipes: tuple[str, ...] = ()  # int8 recipes to time (empty: every recipe that runs on the device)
     output_dir: Path = Path("reports")
+    retrieval: bool = True  # each variant's retrieval agreement with eager fp32 on export's retrieval set
     quick: bool = False
 
     def __post_init__(self) -> None:
@@ -84,6 +85,7 @@ class BenchConfig:
             cell_budget_ms=5.0,
             max_calls=3,
             warmup=1,
+            retrieval=False,
             quick=True,
         )
 
@@ -140,6 +142,13 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
     )
     p.add_argument("--output-dir", type=Path, default=Path(_env("OUTPUT_DIR", str(d.output_dir))))
     p.add_argument(
+        "--retrieval",
+        action=argparse.BooleanOptionalAction,
+        default=_env("RETRIEVAL", "1") not in ("", "0", "false"),
+        help="score each variant on export's retrieval set against eager fp32 (nearest-neighbour agreement, "
+        "recall@10, min cosine); off in --quick",
+    )
+    p.add_argument(
         "--quick",
         action="store_true",
         default=_env("QUICK", "") not in ("", "0", "false"),
@@ -164,6 +173,7 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
             repository=a.repository,
             int8_recipes=str_list(a.int8_recipes),
             output_dir=a.output_dir,
+            retrieval=a.retrieval,
         )
         if cfg.int8_recipes:
             from export.quantize import get_recipe

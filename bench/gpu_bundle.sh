@@ -16,7 +16,7 @@ specs=()
 # bench.http_json calls through.
 for name in numpy tritonclient python-rapidjson hdrhistogram pbr nlohmann-json orjson starlette uvicorn httptools uvloop \
   pydantic pydantic-core annotated-types typing-inspection anyio h11 click typing_extensions idna \
-  openai httpx httpcore certifi distro jiter sniffio tqdm; do specs+=("$name==$(version "$name")"); done
+  openai httpx2 httpcore2 truststore httpx httpcore certifi distro jiter sniffio tqdm; do specs+=("$name==$(version "$name")"); done
 $py -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   --platform manylinux1_x86_64 -d .whl "${specs[@]}"

@@ -17,9 +17,35 @@ from bench.config import BenchConfig
 from bench.inputs import load_model, make_inputs, token_stream, vocab_size
 from bench.memory import MIB, MemoryProbe
 from bench.timing import Cell, Shape, clock, timed_rounds, warm_up
-from bench.variants import EAGER_FP32, Builder
+from bench.variants import EAGER_FP32, Builder, Variant
 
 log = logging.getLogger(__name__)
+
+
+class RetrievalScorer:
+    """Each variant's search of export's retrieval set against the first variant scored (eager fp32, built first):
+    the figures export's gate reads (export/verify.py), beside the variant's timings."""
+
+    def __init__(self, cfg: BenchConfig, tokenizer: Any) -> None:
+        self.cfg, self.tokenizer = cfg, tokenizer
+        self.verifier: Any = None
+
+    def score(self, variant: Variant) -> dict[str, float] | None:
+        if variant.shapes is not None:  # built for some shapes only: it cannot take the set's batches
+            return None
+
+        def run(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            return variant.to_cpu(variant.call(variant.prepare(ids, mask)))
+
+        if self.verifier is None:
+            from export.verify import Verifier
+
+            started = time.perf_counter()
+            self.verifier = Verifier(run, self.tokenizer, self.cfg.max_seq, max_batch=self.cfg.max_batch)
+            log.info("retrieval reference: %s in %.1f s", variant.name, time.perf_counter() - started)
+        r = self.verifier.retrieval(run)
+        log.info("%s: retrieval %s", variant.name, r)
+        return {"nn_agreement": r.nn_agreement, "recall_at_10": r.recall_at_10, "min_cosine": r.min_cosine}
 
 
 def run(cfg: BenchConfig) -> dict[str, Any]:
@@ -41,6 +67,7 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         builder = Builder(cfg, model, Path(tmp))
+        scorer = RetrievalScorer(cfg, model.tokenizer) if cfg.retrieval and model.tokenizer is not None else None
         for plan in builder.plans():
             spent = time.perf_counter() - started
             if cfg.build_budget_s and spent > cfg.build_budget_s and plan.name != EAGER_FP32:
@@ -65,6 +92,7 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
                     "build_s": round(variant.build_s, 2),
                     "resident_mib": round(resident, 1),
                     "note": variant.note,
+                    "retrieval": scorer.score(variant) if scorer else None,
                 }
             )
             log.info("%s: built in %.1f s, holds %.0f MiB", variant.name, variant.build_s, resident)

@@ -105,6 +105,14 @@ def overview(cells: Sequence[dict[str, Any]], variants: Sequence[str]) -> str:
 
 
 def variants_table(variants: Sequence[dict[str, Any]]) -> str:
-    """Build (or load) seconds and memory each variant holds after its warm-up."""
-    rows = [(v["name"], v["precision"], v["build_s"], v["resident_mib"], v.get("note", "")) for v in variants]
-    return markdown(("variant", "precision", "build s", "holds MiB", "note"), rows)
+    """Build (or load) seconds, memory each variant holds after its warm-up, and its retrieval figures against
+    eager fp32 (nearest-neighbour agreement / recall@10 / min cosine; export gates on export.verify.RETRIEVAL_MIN)."""
+    rows = [
+        (v["name"], v["precision"], v["build_s"], v["resident_mib"], _retrieval(v.get("retrieval")), v.get("note", ""))
+        for v in variants
+    ]
+    return markdown(("variant", "precision", "build s", "holds MiB", "retrieval", "note"), rows)
+
+
+def _retrieval(r: dict[str, float] | None) -> str:
+    return "" if not r else f"{r['nn_agreement']:.4f} / {r['recall_at_10']:.4f} / {r['min_cosine']:.5f}"
