@@ -13,7 +13,9 @@ would refuse a model for one near tie, and 0.95, the floor the issue allows, adm
 Classify: label agreement, the share of texts whose argmax label is fp32's, gated at ``LABEL_MIN`` = 0.99.
 
 A document (or label) that fp32 scores as high as its own best, within ``TIE``, counts as fp32's choice: an exact
-tie has no order to keep.
+tie has no order to keep. For the same reason Spearman ranks tied scores by their average rank (its textbook
+definition): a first-stage embedder hands a reranker documents that tokenize alike (texts of a script the vocabulary
+reads as a run of [UNK]), which score exactly alike.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from dataclasses import asdict, dataclass
 import torch
 
 from export.errors import AccuracyGateError
-from export.verify import spearman
 
 RERANK_MIN = {"spearman_mean": 0.99, "top1": 0.96}
 LABEL_MIN = {"label_agreement": 0.99}
@@ -66,6 +67,28 @@ class RerankAgreement:
 
     def as_dict(self) -> dict:
         return _as_dict(self, RERANK_MIN)
+
+
+def average_ranks(x: torch.Tensor) -> torch.Tensor:
+    """0-based ranks of ``x`` ascending, tied values sharing the mean of the ranks they span."""
+    values, order = torch.sort(x.double(), stable=True)
+    ranks = torch.empty(len(x), dtype=torch.float64)
+    start = 0
+    for end in range(1, len(x) + 1):
+        if end == len(x) or values[end] != values[start]:
+            ranks[order[start:end]] = (start + end - 1) / 2
+            start = end
+    return ranks
+
+
+def spearman(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Spearman's rho with tied values at their average rank; 1 where both are constant, 0 where one is."""
+    ra, rb = average_ranks(a), average_ranks(b)
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    norm = float(torch.sqrt((ra * ra).sum() * (rb * rb).sum()))
+    if norm == 0:
+        return 1.0 if bool((ra == 0).all() and (rb == 0).all()) else 0.0
+    return float((ra * rb).sum()) / norm
 
 
 def rerank_agreement(out: list[torch.Tensor], ref: list[torch.Tensor], tie: float = TIE) -> RerankAgreement:

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.integration
 
 REPOSITORY = ROOT / "build" / "test-two-models-repository"
 MAX_SEQ = 128
-SPECS = ("embed=minilm,precision=fp32", "rerank=minilm-cross-encoder,task=rerank")
+SPECS = ("embed=minilm,precision=fp32", "rerank=minilm-cross-encoder,task=rerank,precision=fp32")
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "Stock markets fell sharply today.", "Le chat dort."]
 QUERY = "what does the fox jump over"
 

@@ -125,3 +125,15 @@ def test_a_refused_int8_serves_fp32_with_the_reason():
     with pytest.raises(AccuracyGateError):
         choose({"fp32": 10.0, "int8": 2.0}, forced="int8", refused={"int8": failure})
     assert sequence_gates.TIE < 1e-4  # a tie is exact, far below what int8 changes
+
+
+def test_tied_scores_share_their_average_rank():
+    assert sequence_gates.average_ranks(torch.tensor([3.0, 1.0, 2.0, 2.0])).tolist() == [3.0, 0.0, 1.5, 1.5]
+    # documents that tokenize alike score alike in both precisions: the tie is kept, not an order to lose
+    ref = torch.tensor([0.5, 0.5, 0.5, 0.2, 0.9])
+    assert sequence_gates.spearman(ref + 0.01, ref) == pytest.approx(1.0)
+    # a tied group that int8 moves below another group costs what the groups' sizes weigh
+    out = torch.tensor([0.1, 0.1, 0.1, 0.2, 0.9])
+    assert sequence_gates.spearman(out, ref) == pytest.approx(0.25)  # ranks [1,1,1,3,4] vs [2,2,2,0,4]
+    assert sequence_gates.spearman(torch.ones(3), torch.ones(3)) == 1.0
+    assert sequence_gates.spearman(torch.tensor([1.0, 2.0, 3.0]), torch.ones(3)) == 0.0
