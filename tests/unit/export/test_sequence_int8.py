@@ -88,3 +88,22 @@ def test_a_classifier_is_gated_on_its_labels(tmp_path):
 def test_a_recipe_that_cannot_take_three_inputs_is_refused(tiny_reranker, tmp_path):
     with pytest.raises(ConfigError, match="cannot serve a sequence task"):
         rerank.run(_cfg(tiny_reranker, tmp_path / "r", int8_recipe="pt2e_x86_int8_smoothquant"))
+
+
+def test_a_spec_takes_int8_for_its_reranker(tiny_reranker, tmp_path):
+    from export import several
+    from serving.contract.manifest import read, verify
+
+    cfg = ExportConfig(
+        model=(f"scorer={tiny_reranker},task=rerank,precision=int8",),  # int8 alone: no fp32 package
+        max_batch=8,
+        max_seq=32,
+        output=tmp_path / "several",
+    )
+    repo = several.run(cfg, lambda c: "rerank")
+    index = json.loads((repo / "repository.json").read_text())
+    assert index["served"] == {"scorer": "int8"} and index["models"]["scorer"]["task"] == "rerank"
+    manifest = read(repo / "scorer")
+    assert manifest["model"] == "scorer" and manifest["artifacts"]["aoti"]["file"] == f"1/{sequence_int8.INT8_FILE}"
+    assert manifest["packages"] == {"int8": f"1/{sequence_int8.INT8_FILE}"}
+    verify(repo / "scorer", manifest)
