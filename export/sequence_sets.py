@@ -1,6 +1,7 @@
-"""The shipped sets that gate int8 for the rerank and classify tasks on what their users see: real text that no one
-on the project wrote, all of it rows of the retrieval set (``export/data/retrieval.tsv``, export/retrieval_set.py:
-gettext catalogs of Debian packages, 23 scripts, each row with its package and licence).
+"""Build the shipped sets of the rerank and classify int8 gates from the retrieval set.
+
+Real text that no one on the project wrote, all of it rows of the retrieval set (``export/data/retrieval.tsv``,
+export/retrieval_set.py: gettext catalogs of Debian packages, 23 scripts, each row with its package and licence).
 
 - ``data/rerank_lists.tsv``: ``LISTS`` lists, each a query and the ``DOCUMENTS`` texts of the retrieval set nearest to
   it by the packaged all-MiniLM-L6-v2 (fp32, cosine; the query itself left out): what an embedder's first stage
