@@ -83,7 +83,7 @@ def test_the_index_names_both_entry_points_with_their_tasks(repository):
     index = json.loads((repository / "repository.json").read_text())
     tasks = {m: s["task"] for m, s in index["models"].items() if "task" in s}
     assert tasks == {"embed": "embed", "rerank": "rerank"}
-    assert set(index["specs"]) == {"embed", "rerank"} and index["served"] == {"bert": "fp32"}
+    assert set(index["specs"]) == {"embed", "rerank"} and index["served"] == {"bert": "fp32", "rerank": "fp32"}
     assert {"bert", "tokenizer", "embed", "rerank"} <= set(index["models"])
 
 
