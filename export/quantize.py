@@ -62,7 +62,8 @@ log = logging.getLogger(__name__)
 # Artifact paths an exported precision may take:
 EXPORTED_PROGRAM, AOTI, TORCHSCRIPT, ONNX = "exported_program", "aoti", "torchscript", "onnx"
 
-Calibration = list[tuple[torch.Tensor, torch.Tensor]]
+# Calibration batches: each the model's positional inputs, (input_ids, attention_mask[, token_type_ids]).
+Calibration = list[tuple[torch.Tensor, ...]]
 
 # Input channels per Linear kept in fp32: 2 already lifts MiniLM above the gate, 8 leaves margin.
 OUTLIER_CHANNELS = 8
@@ -77,6 +78,9 @@ class Recipe:
     description: str
     build: Callable[[nn.Module, Calibration], nn.Module] = field(repr=False, compare=False)
     devices: frozenset[str] = frozenset({"cpu", "cuda"})  # where its quantized kernels run
+    # The tasks whose model it can rewrite: a recipe that captures the embedder's graph itself (ids and mask in)
+    # cannot take a sequence classifier's three inputs.
+    tasks: frozenset[str] = frozenset({"embed", "rerank", "classify"})
 
     def apply(self, encoder: nn.Module, calibration: Calibration) -> nn.Module:
         """Return a quantized deep copy of ``encoder``; ``encoder`` itself is left untouched."""
@@ -114,8 +118,10 @@ class OutlierSplitLinear(nn.Module):
 
 
 def _quantizable_linears(model: nn.Module) -> dict[str, nn.Linear]:
-    """Every Linear on the embedding path; the BERT pooler does not reach the sentence embedding."""
-    return {n: m for n, m in model.named_modules() if isinstance(m, nn.Linear) and ".pooler." not in f".{n}."}
+    """Every Linear of the encoder layers. The BERT pooler does not reach the sentence embedding; in a sequence
+    classifier the pooler and the head run once per sequence (little work) and their output is the score itself,
+    so they stay fp32."""
+    return {n: m for n, m in model.named_modules() if isinstance(m, nn.Linear) and ".encoder." in f".{n}."}
 
 
 def input_absmax(model: nn.Module, names: list[str], calibration: Calibration) -> dict[str, torch.Tensor]:
@@ -135,9 +141,9 @@ def input_absmax(model: nn.Module, names: list[str], calibration: Calibration) -
 
     handles = [model.get_submodule(n).register_forward_pre_hook(hook(n)) for n in names]
     try:
-        for input_ids, attention_mask in calibration:
-            mask[:] = [attention_mask]
-            model(input_ids, attention_mask)
+        for inputs in calibration:
+            mask[:] = [inputs[1]]  # the attention mask
+            model(*inputs)
     finally:
         for handle in handles:
             handle.remove()
@@ -389,6 +395,7 @@ _PT2E_X86 = Recipe(
     ),
     build=_pt2e_x86_smoothquant,
     devices=frozenset({"cpu"}),
+    tasks=frozenset({"embed"}),
 )
 
 _INT8_QK_BF16 = Recipe(

@@ -2,9 +2,12 @@
 sequence-classifier task shares (``SequenceTask``: rerank here, classify in export/classify.py).
 
 Traced with ``token_type_ids`` (TorchDynamo's count of graphs and breaks goes in the compile report), exported
-with a dynamic batch and sequence, compiled by AOTInductor (fp32), loaded back and gated: its outputs (scores,
+with a dynamic batch and sequence, compiled by AOTInductor, loaded back and gated. fp32: its outputs (scores,
 logits) on the shipped inputs against ``transformers``' own model on the same weights, max abs difference <= 1e-4.
-Quantized models of these tasks and the other artifact paths are not exported yet.
+int8 (export/sequence_int8.py): the encoder's recipes, gated on what users see against fp32 (rerank order, labels;
+export/sequence_gates.py). Both packages go into the model's version directory; the manifest names the one the
+native backend loads, chosen by the encoder's serving rule (export/serving_choice.py). fp16 and fp8 and the other
+artifact paths are not exported for these tasks yet.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import json
 import logging
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +25,7 @@ from typing import Any
 import torch
 from torch.export import Dim
 
-from export import cross_encoder, model_configs, native_tokenizer, tasks
+from export import cross_encoder, model_configs, native_tokenizer, sequence_int8, serving_choice, tasks
 from export.checkpoint import DEFAULT_MAX_SEQ, _tokenizer
 from export.config import ExportConfig
 from export.errors import AccuracyGateError, ArtifactError, ConfigError
@@ -34,6 +38,8 @@ log = logging.getLogger(__name__)
 
 MODEL = "rerank"
 MAX_ABS_DIFF = 1e-4  # fp32 outputs against transformers' own model on the same weights
+PRECISIONS = ("fp32", "int8")  # what these tasks export
+FP32_FILE = "model.pt2"
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 WARMUP_QUERY = "what does the fox jump over"
 WARMUP_DOCUMENTS = ("The quick brown fox jumps over the lazy dog.", "Stock markets fell sharply today.")
@@ -156,22 +162,36 @@ def export_into(cfg: ExportConfig, writer: RepositoryWriter, name: str, task: Se
     """The task's model as the model ``name`` into ``writer``'s repository; returns its repository index."""
     if cfg.encoder_backend != "native":
         raise ConfigError(f"--task {task.name} is served by the native backend only (no --encoder-backend python)")
-    if set(cfg.precisions) != {"fp32"}:
-        log.info(
-            "%s: exporting fp32 only (no quantized model of this task is gated yet); --precision %s is not used",
-            task.name,
-            ",".join(cfg.precisions),
-        )
+    precisions = _precisions(cfg, task)
     with tempfile.TemporaryDirectory(prefix=f"bertserve-{task.name}-") as scratch:
         path, source = _checkpoint(cfg, task, Path(scratch))
         tasks.check(task.name, path)
         reference = cross_encoder.load(path).to(cfg.target)
         tokenizer = _tokenizer(path)
-        return _export(cfg, task, writer, name, path, source, reference, tokenizer)
+        return _export(cfg, task, writer, name, path, source, reference, tokenizer, precisions)
+
+
+def _precisions(cfg: ExportConfig, task: SequenceTask) -> tuple[str, ...]:
+    """The precisions of ``--precision`` this task exports (fp32 when none of them is)."""
+    wanted = tuple(p for p in cfg.precisions if p in PRECISIONS)
+    if other := [p for p in cfg.precisions if p not in PRECISIONS]:
+        log.info("%s: %s not exported for this task (it exports %s)", task.name, ",".join(other), ", ".join(PRECISIONS))
+    wanted = wanted or ("fp32",)
+    if cfg.serve is not None and cfg.serve not in wanted:
+        raise ConfigError(f"--serve {cfg.serve}: the {task.name} task exports {', '.join(wanted)} here")
+    return wanted
 
 
 def _export(
-    cfg: ExportConfig, task: SequenceTask, writer, name: str, path: Path, source: str, reference, tokenizer
+    cfg: ExportConfig,
+    task: SequenceTask,
+    writer,
+    name: str,
+    path: Path,
+    source: str,
+    reference,
+    tokenizer,
+    precisions: tuple[str, ...] = ("fp32",),
 ) -> dict[str, Any]:
     limit = int(reference.config.max_position_embeddings)
     max_seq = cfg.max_seq or min(DEFAULT_MAX_SEQ, limit)
@@ -181,16 +201,42 @@ def _export(
     dynamo = graph_breaks(module, cfg.target)
     log.info("%s: TorchDynamo sees %d graph(s), %d break(s)", name, dynamo["graphs"], dynamo["graph_breaks"])
     version = writer.version_dir(name)
-    artifact = version / "model.pt2"
-    try:
-        compile_aoti(module, cfg.target, cfg.max_batch, max_seq, artifact)
-        loaded = load_module(AOTI, artifact, cfg.target, cuda_graphs=False)
-    except Exception as e:
-        raise ArtifactError(f"{task.name}: building the aoti artifact failed: {e}") from e
-    diff = max_abs_diff(module, loaded, task.gate_batches(tokenizer, max_seq), cfg.target)
-    if diff > MAX_ABS_DIFF:
-        raise ScoreGateError(f"{name} aoti ({artifact.name})", diff, MAX_ABS_DIFF, task.output)
-    log.info("%s: aoti %ss within %.2e of transformers' (gate %.0e)", name, task.output, diff, MAX_ABS_DIFF)
+    packages: dict[str, Any] = {}
+    files: dict[str, str] = {}
+    accuracy: dict[str, Any] = {}
+    seconds: dict[str, float] = {}
+    if "fp32" in precisions:
+        start = time.perf_counter()
+        artifact = version / FP32_FILE
+        try:
+            compile_aoti(module, cfg.target, cfg.max_batch, max_seq, artifact)
+            loaded = load_module(AOTI, artifact, cfg.target, cuda_graphs=False)
+        except Exception as e:
+            raise ArtifactError(f"{task.name}: building the aoti artifact failed: {e}") from e
+        diff = max_abs_diff(module, loaded, task.gate_batches(tokenizer, max_seq), cfg.target)
+        if diff > MAX_ABS_DIFF:
+            raise ScoreGateError(f"{name} aoti ({artifact.name})", diff, MAX_ABS_DIFF, task.output)
+        log.info("%s: aoti %ss within %.2e of transformers' (gate %.0e)", name, task.output, diff, MAX_ABS_DIFF)
+        packages["fp32"], files["fp32"] = loaded, f"1/{artifact.name}"
+        accuracy["fp32"] = {f"max_abs_{task.output}_diff": diff, "gate": MAX_ABS_DIFF}
+        seconds["fp32"] = round(time.perf_counter() - start, 1)
+    refused = {}
+    int8 = None
+    if "int8" in precisions:
+        int8 = sequence_int8.build(
+            cfg, task.name, module, tokenizer, max_seq,
+            sequence_int8.judge(task.name, module, tokenizer, max_seq, cfg.max_batch),
+            version, compile_aoti, lambda file: load_module(AOTI, file, cfg.target, cuda_graphs=False),
+        )  # fmt: skip
+        accuracy["int8"] = int8.as_dict()
+        seconds["int8"] = round(int8.seconds, 1)
+        if int8.module is not None:
+            packages["int8"], files["int8"] = int8.module, f"1/{int8.file.name}"
+        if int8.refused is not None:
+            refused["int8"] = int8.refused
+    latency = _latency_ms(packages)
+    choice = serving_choice.choose(latency, cfg.serve, refused, gate=f"{task.name} gate", model=name)
+    log.info("%s serves %s: %s", name, choice.precision, choice.reason)
 
     tokenizer.save_pretrained(str(version / "tokenizer"))
     spec = json.loads((version / "tokenizer" / "tokenizer.json").read_text())
@@ -216,21 +262,43 @@ def _export(
         "pooling": cross_encoder.POOLING,
         "head": cross_encoder.HEAD,
         "labels": {str(k): v for k, v in labels.items()},
-        "precision": "fp32",
+        "precision": choice.precision,
+        "recipe": int8.recipe if int8 and choice.precision == "int8" else None,
         "runtime": AOTI,
         "inputs": list(INPUTS),
-        "artifacts": {AOTI: {"file": f"1/{artifact.name}"}},
+        "artifacts": {AOTI: {"file": files[choice.precision]}},
+        "packages": files,  # every precision's package in the version directory; `artifacts` names the served one
         "tokenizer": "1/tokenizer/tokenizer.json",
-        "accuracy": {AOTI: {f"max_abs_{task.output}_diff": diff, "gate": MAX_ABS_DIFF}},
-        "compile_report": {"dynamo": dynamo},
+        "accuracy": accuracy,
+        "compile_report": {
+            "dynamo": dynamo,
+            "seconds": seconds,
+            "latency_ms_batch1": {p: round(ms, 3) for p, ms in latency.items() if ms},  # timed when 2 serve
+            "served": {"precision": choice.precision, "reason": choice.reason},
+        },
     }
     writer.write_manifest(name, manifest)
     return {
         **common,
         "task": task.name,
+        "served": {name: choice.precision},
+        "served_reason": choice.reason,
         "models": {name: {"backend": native.NAME, "task": task.name}},
         "ensemble_requires": {},
     }
+
+
+def _latency_ms(packages: dict[str, Any]) -> dict[str, float]:
+    """Each package's batch-1 latency (serving_choice's timing, single texts as one-segment pairs); no timing when
+    there is only one to serve."""
+    if len(packages) < 2:
+        return dict.fromkeys(packages, 0.0)
+
+    def runner(package):
+        return lambda ids, mask: package(ids, mask, torch.zeros_like(ids))
+
+    with torch.inference_mode():
+        return serving_choice.batch1_latency_ms({p: runner(m) for p, m in packages.items()})
 
 
 def _shape(cfg: ExportConfig, max_seq: int, hidden: int, warmup_seq: int) -> model_configs.ServingShape:

@@ -3,7 +3,8 @@
 The rule: ``bert`` serves the lowest precision that passed its accuracy gates (int8, fp8, fp16, then fp32: a lower
 precision exists to be faster), unless another precision measured at least ``MARGIN`` faster at batch 1;
 ``export --serve PRECISION`` overrides both. A precision that failed the retrieval gate (export/verify.py) is
-exported as ``bert_<precision>`` but never serves ``bert``, not even with ``--serve``. The timing interleaves the precisions round by round and keeps, per
+exported as ``bert_<precision>`` but never serves ``bert``, not even with ``--serve``. The rerank and classify models
+follow the same rule, gated on rank order and labels (export/sequence_gates.py). The timing interleaves the precisions round by round and keeps, per
 precision and length, the fastest round's median: load from other processes only ever adds time, so the least
 disturbed round is the closest to the artifact's own cost (one median over every call served fp32 on one export
 and int8 on the next on the same busy box).
@@ -54,12 +55,17 @@ class Choice:
 
 
 def choose(
-    latency_ms: dict[str, float], forced: str | None = None, refused: dict[str, AccuracyGateError] | None = None
+    latency_ms: dict[str, float],
+    forced: str | None = None,
+    refused: dict[str, AccuracyGateError] | None = None,
+    gate: str = "retrieval gate",
+    model: str = "bert",
 ) -> Choice:
-    """The precision ``bert`` serves, and why, in words a user reads in the manifest and the export report.
+    """The precision ``model`` serves, and why, in words a user reads in the manifest and the export report.
 
-    ``refused``: the precisions that failed the retrieval gate, with that failure, which is raised when ``forced``
-    is one of them or no precision is left."""
+    ``refused``: the precisions that failed ``gate`` (the embedder's retrieval gate; a sequence task's gate on what
+    its users see, export/sequence_gates.py), with that failure, which is raised when ``forced`` is one of them or
+    no precision is left."""
     refused = refused or {}
     if forced in refused:
         raise refused[forced]
@@ -70,10 +76,10 @@ def choose(
         return Choice(forced, f"export --serve {forced}")
     if not refused:
         return _by_latency(latency_ms)
-    why = "; ".join(f"{p} may not serve bert: {e}" for p, e in sorted(refused.items()))
+    why = "; ".join(f"{p} may not serve {model}: {e}" for p, e in sorted(refused.items()))
     if len(latency_ms) == 1:
         only = next(iter(latency_ms))
-        return Choice(only, f"{only} is the only precision that passed the retrieval gate; {why}")
+        return Choice(only, f"{only} is the only precision that passed the {gate}; {why}")
     choice = _by_latency(latency_ms)
     return Choice(choice.precision, f"{choice.reason}; {why}")
 

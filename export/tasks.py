@@ -7,7 +7,9 @@
   (or text pairs) in, logits, probabilities and the label out (export/classify.py, through export/rerank.py's
   path: both are a sequence classifier, rerank the one-label case).
 
-The task comes from ``--task`` or, without it, from the checkpoint's config.json.
+The task comes from ``--task`` or, without it, from the checkpoint's config.json. Each task's int8 is gated on what
+its users see against fp32: embed on retrieval (export/verify.py), rerank on the order of shipped lists, classify on
+labels (export/sequence_gates.py).
 
 A new task touches the list in backend/README.md's "Tasks" section.
 """

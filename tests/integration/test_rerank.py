@@ -28,13 +28,14 @@ MAX_SEQ = 128
 MAX_ABS_DIFF = 1e-4
 
 
-def exported(repository: Path, task: str, max_batch: int) -> Path:
-    """The task's repository of the seeded checkpoint, exported again when the export code changed."""
+def exported(repository: Path, task: str, max_batch: int, *options: str) -> Path:
+    """The task's repository of the seeded checkpoint, exported again when the export code changed; fp32 unless
+    ``options`` say otherwise (--precision ...)."""
     index = repository / "repository.json"
     if not (index.is_file() and json.loads(index.read_text()).get("code_sha256") == code_sha256()):
         subprocess.run(
             [sys.executable, "-m", "export", "--task", task, "--max-batch", str(max_batch), "--max-seq", str(MAX_SEQ),
-             "--output", str(repository)],
+             "--output", str(repository), *(options or ("--precision", "fp32"))],
             cwd=ROOT, check=True,
         )  # fmt: skip
     return repository

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.integration
 
 REPOSITORY = ROOT / "build" / "test-two-models-repository"
 MAX_SEQ = 128
-SPECS = ("embed=minilm,precision=fp32", "rerank=minilm-cross-encoder,task=rerank")
+SPECS = ("embed=minilm,precision=fp32", "rerank=minilm-cross-encoder,task=rerank,precision=fp32")
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "Stock markets fell sharply today.", "Le chat dort."]
 QUERY = "what does the fox jump over"
 
@@ -83,7 +83,7 @@ def test_the_index_names_both_entry_points_with_their_tasks(repository):
     index = json.loads((repository / "repository.json").read_text())
     tasks = {m: s["task"] for m, s in index["models"].items() if "task" in s}
     assert tasks == {"embed": "embed", "rerank": "rerank"}
-    assert set(index["specs"]) == {"embed", "rerank"} and index["served"] == {"bert": "fp32"}
+    assert set(index["specs"]) == {"embed", "rerank"} and index["served"] == {"bert": "fp32", "rerank": "fp32"}
     assert {"bert", "tokenizer", "embed", "rerank"} <= set(index["models"])
 
 

@@ -32,7 +32,8 @@ def tiny(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def repository(tiny, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("classify-export") / "repo"
-    return classify.run(ExportConfig(model=str(tiny), task="classify", max_batch=4, max_seq=32, output=out))
+    cfg = ExportConfig(model=str(tiny), task="classify", precisions=("fp32",), max_batch=4, max_seq=32, output=out)
+    return classify.run(cfg)
 
 
 def test_the_task_comes_from_the_checkpoint(tiny, tiny_checkpoint, tmp_path):
@@ -77,7 +78,7 @@ def test_the_manifest_records_the_task_labels_and_the_gate(repository):
     assert manifest["labels"] == {str(k): v for k, v in LABELS.items()}
     assert manifest["inputs"] == ["input_ids", "attention_mask", "token_type_ids"]
     assert manifest["compile_report"]["dynamo"] == {"graphs": 1, "graph_breaks": 0}
-    assert manifest["accuracy"]["aoti"]["max_abs_logit_diff"] <= rerank.MAX_ABS_DIFF
+    assert manifest["accuracy"]["fp32"]["max_abs_logit_diff"] <= rerank.MAX_ABS_DIFF
     index = json.loads((repository / "repository.json").read_text())
     assert index["models"] == {"classify": {"backend": "bertserve", "task": "classify"}}
 
@@ -111,7 +112,9 @@ def test_the_artifact_returns_every_logit(repository, tiny):
 
 def test_the_gate_refuses_logits_that_differ(tiny, monkeypatch, tmp_path):
     drift(monkeypatch)
-    cfg = ExportConfig(model=str(tiny), task="classify", max_batch=2, max_seq=16, output=tmp_path / "c")
+    cfg = ExportConfig(
+        model=str(tiny), task="classify", precisions=("fp32",), max_batch=2, max_seq=16, output=tmp_path / "c"
+    )
     with pytest.raises(rerank.ScoreGateError, match="classify aoti .* above the gate"):
         classify.run(cfg)
     assert not (tmp_path / "c").exists()

@@ -35,7 +35,10 @@ def tiny_reranker(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def rerank_repository(tiny_reranker, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("rerank-export") / "repo"
-    return rerank.run(ExportConfig(model=str(tiny_reranker), task="rerank", max_batch=4, max_seq=32, output=out))
+    cfg = ExportConfig(
+        model=str(tiny_reranker), task="rerank", precisions=("fp32",), max_batch=4, max_seq=32, output=out
+    )
+    return rerank.run(cfg)
 
 
 def test_the_task_comes_from_the_checkpoint(tiny_reranker, tiny_checkpoint, tmp_path):
@@ -70,7 +73,7 @@ def test_the_manifest_records_the_task_and_the_gate(rerank_repository):
     assert (manifest["pooling"], manifest["head"], manifest["labels"]) == ("cls", "pooler+linear", {"0": "LABEL_0"})
     assert manifest["inputs"] == ["input_ids", "attention_mask", "token_type_ids"]
     assert manifest["compile_report"]["dynamo"] == {"graphs": 1, "graph_breaks": 0}
-    assert manifest["accuracy"]["aoti"]["max_abs_score_diff"] <= rerank.MAX_ABS_DIFF
+    assert manifest["accuracy"]["fp32"]["max_abs_score_diff"] <= rerank.MAX_ABS_DIFF
     for rel in (manifest["artifacts"]["aoti"]["file"], manifest["tokenizer"]):
         assert rel in manifest["files"]
     index = json.loads((rerank_repository / "repository.json").read_text())
@@ -97,7 +100,9 @@ def drift(monkeypatch) -> None:
 def test_the_gate_refuses_scores_that_differ(tiny_reranker, monkeypatch, tmp_path):
     """An artifact whose scores drift past 1e-4 from transformers' stops the export."""
     drift(monkeypatch)
-    cfg = ExportConfig(model=str(tiny_reranker), task="rerank", max_batch=2, max_seq=16, output=tmp_path / "r")
+    cfg = ExportConfig(
+        model=str(tiny_reranker), task="rerank", precisions=("fp32",), max_batch=2, max_seq=16, output=tmp_path / "r"
+    )
     with pytest.raises(rerank.ScoreGateError, match="above the gate"):
         rerank.run(cfg)
     assert not (tmp_path / "r").exists()
