@@ -34,8 +34,8 @@ REPOSITORY = ROOT / "build" / "test-routes-repository"
 MAX_SEQ = 128
 SPECS = (
     "docs=minilm,precision=fp32",
-    "ranker=minilm-cross-encoder,task=rerank",
-    "labels=minilm-classifier,task=classify",
+    "ranker=minilm-cross-encoder,task=rerank,precision=fp32",
+    "labels=minilm-classifier,task=classify,precision=fp32",
 )
 MAX_ABS_DIFF = 1e-4
 
