@@ -50,6 +50,18 @@ def _fresh(repo: Path) -> bool:
     return index.is_file() and json.loads(index.read_text()).get("code_sha256") == code_sha256()
 
 
+def exported_models(repository: Path, specs: tuple[str, ...], max_seq: int, max_batch: int = 8) -> Path:
+    """Several checkpoints (``--model NAME=SPEC`` each) exported into one repository, again when the export code
+    changed; untuned and without ONNX, to keep the tests' exports short."""
+    if not _fresh(repository):
+        subprocess.run(
+            [sys.executable, "-m", "export", *(a for s in specs for a in ("--model", s)), "--max-batch", str(max_batch),
+             "--max-seq", str(max_seq), "--no-autotune", "--skip", "onnx", "--output", str(repository)],
+            cwd=ROOT, check=True,
+        )  # fmt: skip
+    return repository
+
+
 @pytest.fixture(scope="session")
 def exported_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real default model (MiniLM, CPU, fp32 + int8) exported end to end, once per code version.

@@ -9,7 +9,6 @@ models; `/tokenize` tokenizes with the embedder's tokenizer although no model is
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,10 +19,9 @@ import torch
 from transformers import AutoTokenizer
 
 from export import checkpoint, classify, cross_encoder
-from export.repository import code_sha256
 from reliability import processes
 from reliability.copies import linked_copy, replace_file
-from tests.integration.conftest import READY_TIMEOUT_S, ROOT, free_port
+from tests.integration.conftest import READY_TIMEOUT_S, ROOT, exported_models, free_port
 from tests.integration.test_gateway import MALFORMED, _gateway_process
 from tests.integration.test_rerank import corpus
 from tests.integration.test_several_models import gateway_ready
@@ -42,14 +40,7 @@ MAX_ABS_DIFF = 1e-4
 
 @pytest.fixture(scope="module")
 def repository() -> Path:
-    index = REPOSITORY / "repository.json"
-    if not (index.is_file() and json.loads(index.read_text()).get("code_sha256") == code_sha256()):
-        subprocess.run(
-            [sys.executable, "-m", "export", *(a for s in SPECS for a in ("--model", s)), "--max-batch", "8",
-             "--max-seq", str(MAX_SEQ), "--no-autotune", "--skip", "onnx", "--output", str(REPOSITORY)],
-            cwd=ROOT, check=True,
-        )  # fmt: skip
-    return REPOSITORY
+    return exported_models(REPOSITORY, SPECS, MAX_SEQ)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ mixed repository and for a rerank-only one."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,10 +20,9 @@ import tritonclient.grpc as grpcclient
 from transformers import AutoTokenizer
 
 from export import checkpoint, cross_encoder
-from export.repository import code_sha256
 from reliability import processes
 from reliability.copies import linked_copy, replace_file
-from tests.integration.conftest import READY_TIMEOUT_S, ROOT
+from tests.integration.conftest import READY_TIMEOUT_S, ROOT, exported_models
 
 pytestmark = pytest.mark.integration
 
@@ -37,14 +35,7 @@ QUERY = "what does the fox jump over"
 
 @pytest.fixture(scope="module")
 def repository() -> Path:
-    index = REPOSITORY / "repository.json"
-    if not (index.is_file() and json.loads(index.read_text()).get("code_sha256") == code_sha256()):
-        subprocess.run(
-            [sys.executable, "-m", "export", *(a for s in SPECS for a in ("--model", s)), "--max-batch", "8",
-             "--max-seq", str(MAX_SEQ), "--no-autotune", "--skip", "onnx", "--output", str(REPOSITORY)],
-            cwd=ROOT, check=True,
-        )  # fmt: skip
-    return REPOSITORY
+    return exported_models(REPOSITORY, SPECS, MAX_SEQ)
 
 
 def _serve(repository: Path, log_path: Path):
