@@ -23,6 +23,7 @@ prepare() {
   [ -f /usr/include/openssl/sha.h ] || ssl=(-DOPENSSL_INCLUDE_DIR=/tmp/openssl/include
     "-DOPENSSL_CRYPTO_LIBRARY=$(ls /usr/lib/x86_64-linux-gnu/libcrypto.so* | sort | head -1)")
   for tar in .gpu/*-backend.tar; do
+    [ -f "$tar" ] || continue # no earlier backend carried: this one alone
     name="$(basename "$tar" -backend.tar)"
     rm -rf "/tmp/$name-src" && mkdir -p "/tmp/$name-src" && tar -xf "$tar" -C "/tmp/$name-src"
     { cmake -S "/tmp/$name-src/backend" -B "build/backend-$name" -DTORCH_DIR="$torch_dir" -DBERTSERVE_WERROR=OFF \
