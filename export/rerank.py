@@ -4,10 +4,10 @@ sequence-classifier task shares (``SequenceTask``: rerank here, classify in expo
 Traced with ``token_type_ids`` (TorchDynamo's count of graphs and breaks goes in the compile report), exported
 with a dynamic batch and sequence, compiled by AOTInductor, loaded back and gated. fp32: its outputs (scores,
 logits) on the shipped inputs against ``transformers``' own model on the same weights, max abs difference <= 1e-4.
-int8 (export/sequence_int8.py): the encoder's recipes, gated on what users see against fp32 (rerank order, labels;
-export/sequence_gates.py). Both packages go into the model's version directory; the manifest names the one the
-native backend loads, chosen by the encoder's serving rule (export/serving_choice.py). fp16 and fp8 and the other
-artifact paths are not exported for these tasks yet.
+int8 (export/sequence_int8.py, the CPU) and fp16 (export/sequence_fp16.py, CUDA): gated on what users see against
+fp32 (rerank order, labels; export/sequence_gates.py). Every package that passes goes into the model's version
+directory; the manifest names the one the native backend loads, chosen by the encoder's serving rule
+(export/serving_choice.py). fp8 and the other artifact paths are not exported for these tasks yet.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch.export import Dim
 
-from export import cross_encoder, model_configs, native_tokenizer, sequence_int8, serving_choice, tasks
+from export import cross_encoder, model_configs, native_tokenizer, sequence_fp16, sequence_int8, serving_choice, tasks
 from export.checkpoint import DEFAULT_MAX_SEQ, _tokenizer
 from export.config import ExportConfig
 from export.errors import AccuracyGateError, ArtifactError, ConfigError
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 MODEL = "rerank"
 MAX_ABS_DIFF = 1e-4  # fp32 outputs against transformers' own model on the same weights
-PRECISIONS = ("fp32", "int8")  # what these tasks export
+PRECISIONS = {"cpu": ("fp32", "int8"), "cuda": ("fp32", "fp16")}  # what these tasks export, by target
 FP32_FILE = "model.pt2"
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 WARMUP_QUERY = "what does the fox jump over"
@@ -172,10 +172,14 @@ def export_into(cfg: ExportConfig, writer: RepositoryWriter, name: str, task: Se
 
 
 def _precisions(cfg: ExportConfig, task: SequenceTask) -> tuple[str, ...]:
-    """The precisions of ``--precision`` this task exports (fp32 when none of them is)."""
-    wanted = tuple(p for p in cfg.precisions if p in PRECISIONS)
-    if other := [p for p in cfg.precisions if p not in PRECISIONS]:
-        log.info("%s: %s not exported for this task (it exports %s)", task.name, ",".join(other), ", ".join(PRECISIONS))
+    """The precisions of ``--precision`` this task exports on the target (fp32 when none of them is)."""
+    exported = PRECISIONS[cfg.target]
+    wanted = tuple(p for p in cfg.precisions if p in exported)
+    if other := [p for p in cfg.precisions if p not in exported]:
+        log.info(
+            "%s: %s not exported for this task on %s (it exports %s)",
+            task.name, ",".join(other), cfg.target, ", ".join(exported),
+        )  # fmt: skip
     wanted = wanted or ("fp32",)
     if cfg.serve is not None and cfg.serve not in wanted:
         raise ConfigError(f"--serve {cfg.serve}: the {task.name} task exports {', '.join(wanted)} here")
@@ -217,23 +221,37 @@ def _export(
         if diff > MAX_ABS_DIFF:
             raise ScoreGateError(f"{name} aoti ({artifact.name})", diff, MAX_ABS_DIFF, task.output)
         log.info("%s: aoti %ss within %.2e of transformers' (gate %.0e)", name, task.output, diff, MAX_ABS_DIFF)
-        packages["fp32"], files["fp32"] = loaded, f"1/{artifact.name}"
+        packages["fp32"], files["fp32"] = _on_target(cfg.target)(loaded), f"1/{artifact.name}"
         accuracy["fp32"] = {f"max_abs_{task.output}_diff": diff, "gate": MAX_ABS_DIFF}
         seconds["fp32"] = round(time.perf_counter() - start, 1)
     refused = {}
-    int8 = None
-    if "int8" in precisions:
-        int8 = sequence_int8.build(
-            cfg, task.name, module, tokenizer, max_seq,
-            sequence_int8.judge(task.name, module, tokenizer, max_seq, cfg.max_batch),
-            version, compile_aoti, lambda file: load_module(AOTI, file, cfg.target, cuda_graphs=False),
+    on_target = _on_target(cfg.target)
+    gate = (
+        sequence_int8.judge(task.name, on_target(module), tokenizer, max_seq, cfg.max_batch)
+        if {"int8", "fp16"} & set(precisions)
+        else None
+    )
+
+    def load(file: Path):
+        return on_target(load_module(AOTI, file, cfg.target, cuda_graphs=False))
+
+    attempts: dict[str, Any] = {}
+    if "fp16" in precisions:
+        attempts["fp16"] = sequence_fp16.build(
+            task.name, module, gate, version,
+            lambda m, file: compile_aoti(m, cfg.target, cfg.max_batch, max_seq, file), load,
         )  # fmt: skip
-        accuracy["int8"] = int8.as_dict()
-        seconds["int8"] = round(int8.seconds, 1)
-        if int8.module is not None:
-            packages["int8"], files["int8"] = int8.module, f"1/{int8.file.name}"
-        if int8.refused is not None:
-            refused["int8"] = int8.refused
+    if "int8" in precisions:
+        attempts["int8"] = sequence_int8.build(
+            cfg, task.name, module, tokenizer, max_seq, gate, version, compile_aoti, load,
+        )  # fmt: skip
+    for precision, attempt in attempts.items():  # sequence_fp16.Half or sequence_int8.Int8
+        accuracy[precision], seconds[precision] = attempt.as_dict(), round(attempt.seconds, 1)
+        if attempt.module is not None:
+            packages[precision], files[precision] = attempt.module, f"1/{attempt.file.name}"
+        if attempt.refused is not None:
+            refused[precision] = attempt.refused
+    int8 = attempts.get("int8")
     latency = _latency_ms(packages)
     choice = serving_choice.choose(latency, cfg.serve, refused, gate=f"{task.name} gate", model=name)
     log.info("%s serves %s: %s", name, choice.precision, choice.reason)
@@ -286,6 +304,21 @@ def _export(
         "models": {name: {"backend": native.NAME, "task": task.name}},
         "ensemble_requires": {},
     }
+
+
+def _on_target(target: str) -> Callable[[Any], Any]:
+    """A scorer that takes the CPU tensors the gates and the latency ranking build, on ``target``: its inputs moved
+    there, its outputs back, the device done before it returns (so the ranking times the work)."""
+    if target == "cpu":
+        return lambda scorer: scorer
+
+    def wrap(scorer):
+        def run(*inputs: torch.Tensor) -> torch.Tensor:
+            return scorer(*(x.to(target) for x in inputs)).float().cpu()  # .cpu() waits for the device
+
+        return run
+
+    return wrap
 
 
 def _latency_ms(packages: dict[str, Any]) -> dict[str, float]:
