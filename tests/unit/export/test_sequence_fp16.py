@@ -1,12 +1,11 @@
 """fp16 for the rerank and classify tasks (CUDA at export): the half module's package gated on order and labels,
 shipped when it passes, not shipped when it fails. Compiled and loaded here by stand-ins that keep the eager half
-module (no CUDA on the test machine); the gate is the real one on the shipped lists. A seeded encoder scores a
-list's documents within 1e-4 of each other (its [CLS] state hardly depends on the rest of the input), so half
-precision's error of 5e-5 reorders them against fp32: the passing case gates against the half module itself."""
+module (no CUDA on the test machine); the gate is the real one on the shipped lists. The seeded encoder scores a
+list's documents within 1e-4 of each other (its [CLS] state hardly depends on the rest of the input): what half
+precision moves there are ties (export/sequence_gates.py), and its package passes."""
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import pytest
@@ -37,12 +36,12 @@ def _compile_keeping(modules: dict[Path, torch.nn.Module]):
 
 def test_a_half_package_that_keeps_the_order_ships(tiny, tmp_path):
     module, tokenizer = tiny
-    gate = sequence_int8.judge("rerank", copy.deepcopy(module).half(), tokenizer, MAX_SEQ, 8)
+    gate = sequence_int8.judge("rerank", module, tokenizer, MAX_SEQ, 8)
     modules: dict[Path, torch.nn.Module] = {}
     half = sequence_fp16.build("rerank", module, gate, tmp_path, _compile_keeping(modules), lambda f: modules[f])
     assert half.refused is None and half.file == tmp_path / sequence_fp16.FP16_FILE and half.file.is_file()
     assert next(half.module.parameters()).dtype == torch.float16  # the package that serves is the half one
-    assert half.figures.passed and half.figures.lists == 50 and half.figures.spearman_mean == 1.0
+    assert half.figures.passed and half.figures.lists == 50 and 0 < half.figures.max_abs_diff < sequence_gates.TIE
     assert half.as_dict()["aoti"]["gate"] == sequence_gates.RERANK_MIN
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from export import retrieval_set, sequence_gates, sequence_sets
+from export import rerank, retrieval_set, sequence_gates, sequence_sets
 from export.errors import AccuracyGateError
 from export.sequence_gates import LABEL_MIN, RERANK_MIN, label_agreement, rerank_agreement
 from export.serving_choice import choose
@@ -124,7 +124,7 @@ def test_a_refused_int8_serves_fp32_with_the_reason():
     assert "int8 may not serve rerank: rerank int8 aoti (model_int8.pt2): rerank spearman_mean" in choice.reason
     with pytest.raises(AccuracyGateError):
         choose({"fp32": 10.0, "int8": 2.0}, forced="int8", refused={"int8": failure})
-    assert sequence_gates.TIE < 1e-4  # a tie is exact, far below what int8 changes
+    assert sequence_gates.TIE == rerank.MAX_ABS_DIFF  # a tie: closer than fp32's own package is held to
 
 
 def test_tied_scores_share_their_average_rank():
@@ -136,4 +136,20 @@ def test_tied_scores_share_their_average_rank():
     out = torch.tensor([0.1, 0.1, 0.1, 0.2, 0.9])
     assert sequence_gates.spearman(out, ref) == pytest.approx(0.25)  # ranks [1,1,1,3,4] vs [2,2,2,0,4]
     assert sequence_gates.spearman(torch.ones(3), torch.ones(3)) == 1.0
-    assert sequence_gates.spearman(torch.tensor([1.0, 2.0, 3.0]), torch.ones(3)) == 0.0
+    assert sequence_gates.spearman(torch.tensor([1.0, 2.0, 3.0]), torch.ones(3)) == 1.0  # fp32 orders nothing
+    assert sequence_gates.spearman(torch.ones(3), torch.tensor([1.0, 2.0, 3.0])) == 0.0  # the order is lost
+
+
+def test_scores_closer_than_fp32_is_held_to_are_a_tie():
+    ref = torch.tensor([0.30000, 0.30004, 0.30008, 0.9, -0.2])  # the first three chain within 1e-4
+    swapped = torch.tensor([0.30008, 0.30004, 0.30000, 0.9, -0.2])
+    assert sequence_gates.tie_groups(ref, 1e-4).tolist() == [1, 1, 1, 2, 0]
+    assert sequence_gates.spearman(swapped, ref, 1e-4) == pytest.approx(1.0)
+    assert sequence_gates.spearman(swapped, ref) < 0.9  # exact ties only: an order lost
+    near_top = [torch.tensor([0.1, 0.9, 0.89995]), torch.tensor([0.2, 0.1, 0.3])]
+    out = [torch.tensor([0.1, 0.9, 0.9001]), torch.tensor([0.2, 0.1, 0.3])]  # the near-tied second comes first
+    r = rerank_agreement(out, near_top)
+    assert (r.top1, r.spearman_mean) == (1.0, pytest.approx(1.0))
+    far = [torch.tensor([0.1, 0.9, 0.899]), torch.tensor([0.2, 0.1, 0.3])]  # 1e-3 apart: an order to keep
+    r = rerank_agreement([torch.tensor([0.1, 0.9, 0.9001]), far[1]], far)
+    assert r.top1 == 0.5 and r.spearman_mean < 1.0
