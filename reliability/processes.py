@@ -71,11 +71,13 @@ class ServerProcess:
         return self.http_status("/v2/health/ready") == 200
 
     def wait_ready(self, timeout_s: float = 180, poll_s: float = 0.1) -> float:
+        """Until the server is ready and its metrics answer: tritonserver starts its metrics service after the
+        inference endpoints, and a caller that reads the metrics first thing found nothing listening there."""
         start = time.monotonic()
         while time.monotonic() - start < timeout_s:
             if self.process.poll() is not None:
                 raise RuntimeError(f"server exited with {self.process.returncode}:\n{self.log()[-4000:]}")
-            if self.ready():
+            if self.ready() and http_status(f"http://{self.metrics_url}/metrics", timeout_s=1.0) == 200:
                 self.note_regions()
                 return time.monotonic() - start
             time.sleep(poll_s)
