@@ -81,6 +81,17 @@ def _served(metrics_url: str) -> float:
     return float(m.group(1)) if m else 0.0
 
 
+def _counted(metrics_urls: list[str], before: list[float], calls: int, timeout_s: float = 5.0) -> list[float]:
+    """Each replica's requests since ``before``, read until they add up to ``calls`` or the time is up: a request's
+    success is counted as its statistics are reported, just after its response is sent."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = [_served(m) - b for m, b in zip(metrics_urls, before, strict=True)]
+        if sum(got) >= calls or time.monotonic() > deadline:
+            return got
+        time.sleep(0.05)
+
+
 def _start(repository: Path, host: str, grpc_port: int, log_path: Path) -> tuple[subprocess.Popen, str, str]:
     http, metrics = free_port(), free_port()
     cmd = [sys.executable, "-m", "serving", "--repository", str(repository), "--host", host,
@@ -105,7 +116,7 @@ def test_a_long_lived_client_spreads_calls_and_reaches_a_replica_started_after_i
             first = [_served(m) for _, _, m in replicas]
             for i in range(40):
                 client.embed([f"spread over the replicas {i}"])
-            spread = [_served(m) - f for (_, _, m), f in zip(replicas, first, strict=True)]
+            spread = _counted([m for _, _, m in replicas], first, 40)
             assert sum(spread) == 40 and min(spread) >= 10, f"calls per replica: {spread}"
 
             replicas.append(_start(exported_repository, hosts[2], grpc_port, tmp_path / f"{hosts[2]}.log"))
@@ -126,7 +137,7 @@ def test_a_long_lived_client_spreads_calls_and_reaches_a_replica_started_after_i
             before = [_served(m) for _, _, m in replicas]
             for i in range(60):
                 client.embed([f"spread over three {i}"])
-            after = [_served(m) - b for (_, _, m), b in zip(replicas, before, strict=True)]
+            after = _counted([m for _, _, m in replicas], before, 60)
         assert min(after) >= 10, f"calls per replica once the new one is known: {after}"
         sys.stderr.write(f"new replica reached after {reached_s:.1f} s and {calls} calls; then {after}\n")
     except BaseException:
