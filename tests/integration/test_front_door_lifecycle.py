@@ -27,6 +27,20 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in out.split()]
 
 
+def _serving_children(pid: int) -> list[int]:
+    """The replicas among ``pid``'s children; a child that exits between the listing and the read (the launcher's
+    short-lived `nginx -t` check) is none of them."""
+    found = []
+    for child in _children(pid):
+        try:
+            cmdline = Path(f"/proc/{child}/cmdline").read_text()
+        except OSError:
+            continue
+        if "serving" in cmdline:
+            found.append(child)
+    return found
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -59,7 +73,7 @@ def test_a_signal_during_the_readiness_wait_stops_every_replica_and_removes_the_
         deadline = time.monotonic() + 30
         while len(replicas) < 2:
             assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "replicas.log").read_text()
-            replicas = [p for p in _children(proc.pid) if "serving" in Path(f"/proc/{p}/cmdline").read_text()]
+            replicas = _serving_children(proc.pid)
             time.sleep(0.05)
         assert list(tmp_path.glob("bertserve-nginx-*/nginx.conf"))
         assert http_status(f"http://127.0.0.1:{http}/v2/health/ready", timeout_s=1) == 0  # nginx not started yet
@@ -80,7 +94,7 @@ def test_nginx_dying_stops_the_replicas_and_the_launcher_exits_non_zero(exported
         while http_status(f"http://127.0.0.1:{http}/v2/health/ready", timeout_s=1) != 200:
             assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "replicas.log").read_text()
             time.sleep(0.5)
-        replicas = [p for p in _children(proc.pid) if "serving" in Path(f"/proc/{p}/cmdline").read_text()]
+        replicas = _serving_children(proc.pid)
         (pid_file,) = tmp_path.glob("bertserve-nginx-*/nginx.pid")
         os.kill(int(pid_file.read_text()), signal.SIGKILL)
         assert proc.wait(timeout=30) == 1
