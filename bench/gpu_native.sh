@@ -18,23 +18,7 @@ prepare() {
     g++ --version | head -1
     cmake --version | head -1
   } | tee "$out/gpu.txt"
-  local torch_dir ssl=() start
-  torch_dir="$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')"
-  if [ ! -f /usr/include/openssl/sha.h ]; then
-    mkdir -p /tmp/openssl && tar -xJf .gpu/openssl.tar.xz -C /tmp/openssl || return 1
-    ssl=(-DOPENSSL_INCLUDE_DIR=/tmp/openssl/include
-      "-DOPENSSL_CRYPTO_LIBRARY=$(ls /usr/lib/x86_64-linux-gnu/libcrypto.so* | sort | head -1)")
-  fi
-  start=$(date +%s)
-  # Warnings stay warnings: this compiler is not the one -Werror is kept clean for.
-  if ! { cmake -S backend -B build/backend -DTORCH_DIR="$torch_dir" -DBERTSERVE_WERROR=OFF \
-    -DJSON_INCLUDE=/tmp/export-site/nlohmann_json/include "${ssl[@]}" && cmake --build build/backend -j 16; } \
-    >"$out/backend-build.log" 2>&1; then
-    tail -40 "$out/backend-build.log"
-    return 1
-  fi
-  echo "backend: built in $(($(date +%s) - start)) s, $(grep -c 'warning:' "$out/backend-build.log") warnings," \
-    "$(grep -o 'CUDA: .*' "$out/backend-build.log")" | tee -a "$out/gpu.txt"
+  build_backend || return 1
   # shellcheck disable=SC2086 # EXPORT_ARGS: more options, split on spaces
   export_bert "$repo" "$out/export.log" --precision fp16 ${EXPORT_ARGS:-} | tee -a "$out/gpu.txt"
   [ -f "$repo/repository.json" ] || return 1

@@ -9,6 +9,7 @@
 #   .gpu/perf_analyzer.xz  perf_analyzer from the tritonclient 2.41.0 wheel
 #   .gpu/openssl.tar.xz    OpenSSL's headers, for a machine without them (the backend's sha256)
 # Sets: out (reports), venv, py (its python), site; export runs with the machine's own python3 and /tmp/export-site.
+# Defines export_bert and build_backend.
 set -uo pipefail
 out="${OUT:-reports}"
 mkdir -p "$out"
@@ -48,4 +49,24 @@ export_bert() {  # $1: repository, $2: log, then more export options: BERT-base 
   tail -8 "$log"
   echo "export $dest ($*): $((SECONDS - start)) s"
   [ -f "$dest/repository.json" ]
+}
+
+build_backend() {  # the native backend into build/backend, against the machine's CUDA torch
+  local torch_dir ssl=() start
+  torch_dir="$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')"
+  if [ ! -f /usr/include/openssl/sha.h ]; then
+    mkdir -p /tmp/openssl && tar -xJf .gpu/openssl.tar.xz -C /tmp/openssl || return 1
+    ssl=(-DOPENSSL_INCLUDE_DIR=/tmp/openssl/include
+      "-DOPENSSL_CRYPTO_LIBRARY=$(ls /usr/lib/x86_64-linux-gnu/libcrypto.so* | sort | head -1)")
+  fi
+  start=$(date +%s)
+  # Warnings stay warnings: this compiler is not the one -Werror is kept clean for.
+  if ! { cmake -S backend -B build/backend -DTORCH_DIR="$torch_dir" -DBERTSERVE_WERROR=OFF \
+    -DJSON_INCLUDE=/tmp/export-site/nlohmann_json/include "${ssl[@]}" && cmake --build build/backend -j 16; } \
+    >"$out/backend-build.log" 2>&1; then
+    tail -40 "$out/backend-build.log"
+    return 1
+  fi
+  echo "backend: built in $(($(date +%s) - start)) s, $(grep -c 'warning:' "$out/backend-build.log") warnings," \
+    "$(grep -o 'CUDA: .*' "$out/backend-build.log")" | tee -a "$out/gpu.txt"
 }

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 import transformers
 from torch import nn
-from transformers import AutoTokenizer, BertForSequenceClassification
+from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
 from export.checkpoint import minilm_path
 
@@ -51,16 +51,22 @@ class CrossEncoder(Classifier):
         return super().forward(input_ids, attention_mask, token_type_ids)[:, 0]
 
 
-def build_seeded(out: Path, seed: int = SEED, labels: dict[int, str] | None = None) -> Path:
-    """The packaged MiniLM body, a seeded pooler and head (one label unless ``labels`` names several), saved with
-    save_pretrained (and MiniLM's tokenizer) into ``out``. The same seed gives the same weights, byte for byte."""
+def build_seeded(out: Path, seed: int = SEED, labels: dict[int, str] | None = None, body: str = "minilm") -> Path:
+    """A seeded sequence classifier (one label unless ``labels`` names several) saved with save_pretrained (and
+    MiniLM's tokenizer) into ``out``. ``body``: ``minilm``, the packaged MiniLM body with a seeded pooler and head;
+    ``bert-base``, BERT-base's shape (``BertConfig()``, MiniLM's vocabulary size) drawn whole from the seed, for
+    timing at that size. The same seed gives the same weights, byte for byte."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     transformers.logging.set_verbosity_error()  # the head's weights are new, by design
     torch.manual_seed(seed)
     named = {"id2label": labels, "label2id": {v: k for k, v in labels.items()}} if labels else {}
-    model = BertForSequenceClassification.from_pretrained(
-        str(minilm_path()), num_labels=len(labels) if labels else 1, **named
-    )
+    num_labels = len(labels) if labels else 1
+    if body == "bert-base":
+        model = BertForSequenceClassification(BertConfig(num_labels=num_labels, **named))
+    elif body == "minilm":
+        model = BertForSequenceClassification.from_pretrained(str(minilm_path()), num_labels=num_labels, **named)
+    else:
+        raise ValueError(f"body must be minilm or bert-base, got {body!r}")
     with torch.no_grad():  # draw every weight MiniLM lacks from the seed, not from whatever init ran before
         generator = torch.Generator().manual_seed(seed)
         for module in (model.bert.pooler.dense, model.classifier):

@@ -109,10 +109,12 @@ def run_perf_analyzer(
     stability: float,
     max_trials: int = 6,
     batch: int = 1,
+    protocol: str = "grpc",
 ) -> dict[str, float]:
-    """One perf_analyzer step; ``batch`` sequences per request (its throughput counts sequences)."""
+    """One perf_analyzer step; ``batch`` sequences per request (its throughput counts sequences); ``protocol``:
+    grpc or http (KServe over HTTP, binary tensors)."""
     env = dict(os.environ, LD_LIBRARY_PATH=f"{libdir}:{os.environ.get('LD_LIBRARY_PATH', '')}")
-    cmd = [str(binary), "-m", model, "-u", url, "-i", "grpc", "-b", str(batch)]
+    cmd = [str(binary), "-m", model, "-u", url, "-i", protocol, "-b", str(batch)]
     cmd += ["--concurrency-range", f"{concurrency}:{concurrency}", "--input-data", str(data)]
     cmd += ["--measurement-interval", str(window_ms), "--stability-percentage", f"{stability:g}"]
     cmd += ["--max-trials", str(max_trials), "-f", str(out_csv)]

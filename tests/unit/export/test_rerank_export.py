@@ -67,6 +67,18 @@ def test_the_seeded_cross_encoder_is_deterministic(tmp_path):
     assert (a / "tokenizer.json").read_bytes() == (b / "tokenizer.json").read_bytes()
 
 
+def test_the_seeded_bert_base_cross_encoder_has_bert_bases_shape_and_is_deterministic(tmp_path):
+    a = cross_encoder.build_seeded(tmp_path / "a", body="bert-base")
+    b = cross_encoder.build_seeded(tmp_path / "b", body="bert-base")
+    ma, mb = cross_encoder.load(a), cross_encoder.load(b)
+    assert (ma.config.num_hidden_layers, ma.config.hidden_size, ma.config.num_labels) == (12, 768, 1)
+    assert ma.config.vocab_size == len(AutoTokenizer.from_pretrained(str(a)))
+    wa, wb = ma.state_dict(), mb.state_dict()
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    with pytest.raises(ValueError, match="minilm or bert-base"):
+        cross_encoder.build_seeded(tmp_path / "c", body="bert-large")
+
+
 def test_the_manifest_records_the_task_and_the_gate(rerank_repository):
     manifest = json.loads((rerank_repository / "rerank" / "manifest.json").read_text())
     assert manifest["task"] == "rerank"

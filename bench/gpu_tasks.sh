@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# BERT-base's tasks served side by side on one CUDA GPU, concurrency 1 (the tasks issue's GPU table):
+#   bash bench/gpu_tasks.sh prepare serve
+# prepare: the venv and the backend (bench/gpu_venv.sh); a cross-encoder of BERT-base's shape drawn from a seed
+# (export/cross_encoder.py: no reranker weights ship; its scores time the path, they rank nothing), exported for
+# CUDA beside BERT-base's embedder (fp16) into one repository; the reranker as export chooses (fp32 and fp16, each
+# gated; the manifest says which serves and why).
+# serve: one server; bench.rerank_served (rerank 1 x 32 documents beside embed of the same 32 texts, over gRPC and
+# the gateway's routes), then perf_analyzer on one text a request at concurrency 64 over gRPC and over HTTP, whose
+# frontends have 2 and 8 infer threads.
+# Carries .whl and .gpu (`bash bench/gpu_bundle.sh`). Knobs (env): REQUESTS (300).
+source bench/gpu_venv.sh
+repo=build/gpu-tasks
+checkpoint=/tmp/seeded-bert-base-rerank
+
+prepare() {
+  [ -f build/backend/libtriton_bertserve.so ] || build_backend || return 1
+  PYTHONPATH=/tmp/export-site python3 -c 'import sys; from pathlib import Path; from export import cross_encoder
+cross_encoder.build_seeded(Path(sys.argv[1]), body="bert-base")' "$checkpoint" || return 1
+  local start=$SECONDS
+  PYTHONPATH=/tmp/export-site timeout "${EXPORT_TIMEOUT_S:-560}" python3 -m export --execution-env "$venv" \
+    --target cuda --model embed=bert-base,precision=fp16 --model "rerank=$checkpoint" --max-batch 128 \
+    --max-seq 128 --max-queue-delay-us 0 --encoder-backend native --skip onnx,torchscript --output "$repo" \
+    >"$out/tasks-export.log" 2>&1
+  tail -8 "$out/tasks-export.log"
+  echo "export: $((SECONDS - start)) s"
+  [ -f "$repo/repository.json" ] || return 1
+  "$py" -c 'import json, sys; m = json.load(open(sys.argv[1]))
+print("rerank manifest:", json.dumps({k: m.get(k) for k in ("precision", "serving", "gates", "fp16", "compile_report")})[:3000])' \
+    "$repo/rerank/manifest.json"
+}
+
+serve() {
+  timeout 400 "$py" - "$repo" "${REQUESTS:-300}" <<'PY' 2>&1 | grep -v ' INFO '
+import json, subprocess, sys
+from pathlib import Path
+from loadtest.config import LoadTestConfig
+from loadtest.payload import build_pool, perf_analyzer_input_data
+from loadtest.perf_analyzer_compare import ensure_perf_analyzer, run_perf_analyzer
+from reliability import processes
+
+repo, requests = Path(sys.argv[1]).resolve(), sys.argv[2]
+log = Path("/tmp/tasks-server.log")
+with processes.running(repo, log) as server:
+    print([line for line in log.read_text().splitlines() if "rerank" in line and "loaded" in line][-2:], flush=True)
+    urls = ["--rerank-url", server.grpc_url, "--embed-url", server.grpc_url, "--gateway-url", server.gateway_url]
+    subprocess.run([sys.executable, "-m", "bench.rerank_served", *urls, "--requests", requests], check=False)
+    binary, libdir = ensure_perf_analyzer(Path("build"))
+    data = Path("/tmp/tasks-one-text.json")
+    data.write_text(json.dumps(perf_analyzer_input_data(build_pool(LoadTestConfig(payload="corpus"), "text"))))
+    for protocol, url in (("grpc", server.grpc_url), ("http", server.http_url), ("grpc", server.grpc_url)):
+        try:
+            r = run_perf_analyzer(binary, libdir, url, "embed", 64, data, Path("/tmp/tasks-pa.csv"), 2000, 50.0,
+                                  max_trials=3, protocol=protocol)
+        except RuntimeError as e:
+            r = {"error": str(e)[-300:]}
+        print("one text c=64", protocol, json.dumps(r), flush=True)
+PY
+}
+
+for stage in "$@"; do
+  echo "== $stage $(date +%T)"
+  "$stage" || { echo "$stage failed"; exit 1; }
+done
