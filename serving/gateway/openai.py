@@ -1,4 +1,4 @@
-"""OpenAI's embeddings API: ``POST /v1/embeddings`` and ``GET /v1/models``."""
+"""OpenAI's embeddings API: ``POST /v1/embeddings``, and ``GET /v1/models``: every model the routes call."""
 
 from __future__ import annotations
 
@@ -13,9 +13,13 @@ from serving.gateway.state import Gateway, encode_texts, truncated_dimensions
 
 async def embeddings(gw: Gateway, req: EmbeddingsRequest) -> dict:
     if req.model not in gw.model_ids:
-        raise errors.ModelNotFound(
-            f"The model '{req.model}' does not exist; this server serves {gw.model_ids}", "model"
-        )
+        tasks = dict((model, task) for task, model in gw.served)
+        if req.model in tasks:
+            raise errors.BadRequest(
+                f"The model '{req.model}' is a {tasks[req.model]} model; /v1/embeddings takes {gw.model_ids}", "model"
+            )
+        served = f"this server serves {gw.model_ids}" if gw.model_ids else "this server serves no embedding model"
+        raise errors.ModelNotFound(f"The model '{req.model}' does not exist; {served}", "model")
     inputs = [req.input] if isinstance(req.input, str) else req.input
     if not inputs:
         raise errors.BadRequest("'input' must not be empty", "input")
@@ -47,7 +51,8 @@ async def embeddings(gw: Gateway, req: EmbeddingsRequest) -> dict:
 
 
 async def models(gw: Gateway, _req: None) -> dict:
+    """Every model the routes call (the embedder, the reranker, the classifier), as vLLM lists its served models."""
     return {
         "object": "list",
-        "data": [{"id": m, "object": "model", "created": gw.created, "owned_by": "bertserve"} for m in gw.model_ids],
+        "data": [{"id": m, "object": "model", "created": gw.created, "owned_by": "bertserve"} for _, m in gw.served],
     }

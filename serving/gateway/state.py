@@ -70,8 +70,8 @@ class Gateway:
 
     @property
     def model_ids(self) -> list[str]:
-        """The names a request may give: the text model's."""
-        return [self.cfg.model]
+        """The names ``/v1/embeddings`` takes: the embedder's (none where the repository serves no embedder)."""
+        return [model for task, model in self.served if task == "embed"]
 
     @property
     def served(self) -> list[tuple[str, str]]:

@@ -161,3 +161,19 @@ def test_the_config_of_a_model_without_embeddings_is_read():
     answer.config.max_batch_size = 1
     answer.config.output.add(name="SCORES", dims=[-1])
     assert (_info(answer).max_batch, _info(answer).hidden) == (1, 0)
+
+
+def test_models_lists_every_model_the_routes_call_and_embeddings_names_the_task_of_another():
+    fronted = {"embed": "docs", "rerank": "ranker", "classify": "labels"}
+    http = TestClient(app.create(Gateway(GatewayConfig(model="docs"), FakeTriton(), fronted=fronted)))
+    listed = schemas.ModelList.model_validate(http.get("/v1/models").json())
+    assert [m.id for m in listed.data] == ["docs", "ranker", "labels"]
+    r = http.post("/v1/embeddings", json={"input": "x", "model": "ranker"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "model"
+    assert "'ranker' is a rerank model; /v1/embeddings takes ['docs']" in r.json()["error"]["message"]
+    assert http.post("/v1/embeddings", json={"input": "x", "model": "nope"}).status_code == 404
+    assert http.post("/v1/embeddings", json={"input": "x", "model": "docs"}).status_code == 200
+    only_ranker = TestClient(app.create(Gateway(GatewayConfig(), FakeTriton(), fronted={"rerank": "ranker"})))
+    assert [m["id"] for m in only_ranker.get("/v1/models").json()["data"]] == ["ranker"]
+    r = only_ranker.post("/v1/embeddings", json={"input": "x", "model": "embed"})
+    assert r.status_code == 404 and "serves no embedding model" in r.json()["error"]["message"]
