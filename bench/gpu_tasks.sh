@@ -7,7 +7,7 @@
 # gated; the manifest says which serves and why).
 # serve: one server; bench.rerank_served (rerank 1 x 32 documents beside embed of the same 32 texts, over gRPC and
 # the gateway's routes), then perf_analyzer on one text a request at concurrency 64 over gRPC and over HTTP, whose
-# frontends have 2 and 8 infer threads.
+# frontends have 2 and 8 infer threads; then two servers on the GPU, each at concurrency 32 over gRPC.
 # Carries .whl and .gpu (`bash bench/gpu_bundle.sh`). Knobs (env): REQUESTS (300).
 source bench/gpu_venv.sh
 repo=build/gpu-tasks
@@ -32,7 +32,7 @@ print("rerank manifest:", json.dumps({k: m.get(k) for k in ("precision", "servin
 
 serve() {
   timeout 400 "$py" - "$repo" "${REQUESTS:-300}" <<'PY' 2>&1 | grep -v ' INFO '
-import json, subprocess, sys
+import json, subprocess, sys, threading
 from pathlib import Path
 from loadtest.config import LoadTestConfig
 from loadtest.payload import build_pool, perf_analyzer_input_data
@@ -55,6 +55,22 @@ with processes.running(repo, log) as server:
         except RuntimeError as e:
             r = {"error": str(e)[-300:]}
         print("one text c=64", protocol, json.dumps(r), flush=True)
+    # A second tritonserver on the same GPU, each loaded at concurrency 32: is one server's gRPC frontend the ceiling?
+    with processes.running(repo, Path("/tmp/tasks-server-2.log")) as second:
+        results = {}
+
+        def load(name, url):
+            try:
+                results[name] = run_perf_analyzer(binary, libdir, url, "embed", 32, data, Path(f"/tmp/pa-{name}.csv"),
+                                                  2000, 50.0, max_trials=3)
+            except RuntimeError as e:
+                results[name] = {"error": str(e)[-300:]}
+
+        threads = [threading.Thread(target=load, args=(n, u)) for n, u in (("a", server.grpc_url), ("b", second.grpc_url))]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        total = sum(r.get("throughput", 0.0) for r in results.values())
+        print("one text, two servers at c=32 each", json.dumps({"total": total, **results}), flush=True)
 PY
 }
 
