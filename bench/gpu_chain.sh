@@ -9,10 +9,11 @@
 #            bert at 128 tokens.
 # probe:     python -m bench.chain --build: each precision compiled as export would, timed and scored against eager
 #            fp32 whether or not its gates pass (export ships none that fails).
+# Knobs (env): BASE (the untuned repository), FP8=0 (no fp8 export), CASES.
 # Carries .whl and .gpu (`bash bench/gpu_bundle.sh`). Stages run in the order given; later calls on the same
 # machine reuse what earlier ones left in /tmp and build/.
 source bench/gpu_venv.sh
-base=build/gpu-repository
+base="${BASE:-build/gpu-repository}" # or a repository whose embedder is BERT-base fp16 (bench/gpu_tasks.sh)
 tuned=build/gpu-repo-tuned
 fp8=build/gpu-repo-fp8
 CASES="${CASES:-embed-corpus@1/64/128/256,embed-corpus-b32@8/16/32}"
@@ -24,7 +25,7 @@ prepare() {
 exports() {
   EXPORT_TIMEOUT_S="${TUNED_TIMEOUT_S:-900}" export_bert "$tuned" "$out/export-tuned.log" --precision fp16 --autotune
   # shellcheck disable=SC2086 # FP8_ARGS: more options, split on spaces
-  export_bert "$fp8" "$out/export-fp8.log" --precision fp8 ${FP8_ARGS:-}
+  [ "${FP8:-1}" = 0 ] || export_bert "$fp8" "$out/export-fp8.log" --precision fp8 ${FP8_ARGS:-}
   grep -h "autotuned for\|bert serves\|retrieval set\|gate" "$out"/export-*.log | tail -12
 }
 

@@ -26,15 +26,18 @@ def example_inputs(device: str, batch: int = 2, seq: int = 16) -> tuple[torch.Te
     return ids, torch.ones_like(ids)
 
 
-def export_program(encoder: nn.Module, device: str, max_batch: int, max_seq: int) -> ExportedProgram:
-    """torch.export with a dynamic batch and sequence dimension."""
+def export_program(
+    encoder: nn.Module, device: str, max_batch: int, max_seq: int, example: tuple[int, int] = (2, 16)
+) -> ExportedProgram:
+    """torch.export with a dynamic batch and sequence dimension, traced at ``example`` (batch, tokens): the sizes
+    Inductor hints, and so tunes at, for the dynamic dimensions."""
     batch = Dim("batch", min=1, max=max_batch)
     seq = Dim("seq", min=2, max=max_seq)
     dims = {0: batch, 1: seq}
     with torch.no_grad():
         return torch.export.export(
             encoder,
-            example_inputs(device),
+            example_inputs(device, *example),
             dynamic_shapes={"input_ids": dims, "attention_mask": dims},
         )
 

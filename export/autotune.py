@@ -2,7 +2,8 @@
 
 On x86 CPUs Inductor benchmarks its C++ GEMM templates (AVX-512, AMX where the CPU has them) against the library
 kernels (oneDNN / MKL); on CUDA its Triton templates against cuBLAS. Every choice is timed at the shapes Inductor
-hints for the dynamic batch and sequence dimensions; the winner is compiled into the package.
+hints for the dynamic batch and sequence dimensions, which are the traced example's (``example_shape``); the winner
+is compiled into the package for every shape.
 """
 
 from __future__ import annotations
@@ -17,6 +18,16 @@ from typing import Any
 from serving.contract.hardware import processor
 
 BACKENDS = {"cpu": "CPP,ATEN", "cuda": "TRITON,ATEN"}
+# The (batch, tokens) a tuned package is traced and so tuned at. The CPU serves mostly one request at a time: the
+# default 2 x 16. A GPU serves batches: at 2 x 16 (M = 32 rows) Inductor's small-tile Triton templates beat cuBLAS,
+# then ran 32 x 128 at 0.38x the untuned package (docs/PERFORMANCE.md); 32 x 64 is a loaded server's batch.
+TUNED_AT = {"cpu": (2, 16), "cuda": (32, 64)}
+
+
+def example_shape(target: str, max_batch: int, max_seq: int) -> tuple[int, int]:
+    """The traced example's (batch, tokens) for a tuned package of ``target``, inside the exported ranges."""
+    batch, seq = TUNED_AT[target]
+    return min(batch, max_batch), max(2, min(seq, max_seq))
 
 
 def inductor_configs(target: str) -> dict[str, Any]:
@@ -29,6 +40,7 @@ class Tuning:
     """What one package's tuning ran and chose, for its manifest and the compile report."""
 
     target: str
+    shape: tuple[int, int] = (2, 16)  # the (batch, tokens) it was tuned at
     seconds: float = 0.0
     choices: list[dict[str, Any]] = field(default_factory=list)  # one per tuned GEMM
 
@@ -44,6 +56,7 @@ class Tuning:
             "ran": True,
             "tuned_for": processor(self.target),
             "backends": BACKENDS[self.target],
+            "tuned_at": f"{self.shape[0]}x{self.shape[1]}",
             "seconds": round(self.seconds, 1),
             "gemm_classes": classes,
         }
@@ -59,11 +72,11 @@ def _is_library(choice: Any) -> bool:
 
 
 @contextmanager
-def recording(target: str) -> Iterator[Tuning]:
-    """Collect Inductor's autotuning results while a package compiles inside the block."""
+def recording(target: str, shape: tuple[int, int] = (2, 16)) -> Iterator[Tuning]:
+    """Collect Inductor's autotuning results while a package traced at ``shape`` compiles inside the block."""
     from torch._inductor import select_algorithm
 
-    tuning = Tuning(target)
+    tuning = Tuning(target, shape)
 
     def saver(timings: dict[Any, float], name: str, input_nodes: list[Any], *_: Any) -> None:
         ranked = sorted(timings.items(), key=lambda kv: kv[1])

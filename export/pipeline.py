@@ -98,6 +98,7 @@ def _build(
     cfg: ExportConfig, v: Variant, out_dir: Path, max_seq: int, verifier: Verifier, steps: Steps
 ) -> list[dict[str, Any]]:
     """Build, load back and gate every artifact path this variant can take."""
+    tuned_at = autotune.example_shape(cfg.target, cfg.max_batch, max_seq) if cfg.tuned else (2, 16)
     not_built = []
     runners: dict[str, art.Runner] = {}
     ep = None
@@ -111,11 +112,11 @@ def _build(
             start = time.perf_counter()
             try:
                 if path in (EXPORTED_PROGRAM, AOTI) and ep is None:
-                    ep = art.export_program(v.module, cfg.target, cfg.max_batch, max_seq)
+                    ep = art.export_program(v.module, cfg.target, cfg.max_batch, max_seq, tuned_at)
                 if path == EXPORTED_PROGRAM:
                     art.save_exported_program(ep, file)
                 elif path == AOTI and cfg.tuned:
-                    with autotune.recording(cfg.target) as tuning:
+                    with autotune.recording(cfg.target, tuned_at) as tuning:
                         art.compile_aoti(ep, file, autotune.inductor_configs(cfg.target))
                     v.tuning = tuning.summary()
                 elif path == AOTI:

@@ -98,3 +98,10 @@ def test_shedding_reads_its_environment_variable(monkeypatch):
     monkeypatch.setenv("BERTSERVE_EXPORT_SHEDDING", "false")
     assert not parse_args([]).shedding
     assert not parse_args(["--no-shedding"]).shedding
+
+
+def test_a_cuda_package_is_tuned_at_a_served_batch_inside_the_exported_ranges():
+    from export.autotune import example_shape
+
+    assert example_shape("cuda", 128, 128) == (32, 64) and example_shape("cpu", 128, 128) == (2, 16)
+    assert example_shape("cuda", 8, 16) == (8, 16)

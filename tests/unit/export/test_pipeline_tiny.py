@@ -119,7 +119,7 @@ def test_autotune_records_what_it_chose_for_this_machine(tiny_checkpoint, tmp_pa
                      skip=frozenset({TORCHSCRIPT, ONNX}), autotune=True))  # fmt: skip
     tuning = read(out / "bert")["autotune"]
     assert tuning["ran"] and tuning["tuned_for"] == cpu_model() and tuning["seconds"] > 0
-    assert tuning["backends"] == "CPP,ATEN"
+    assert tuning["backends"] == "CPP,ATEN" and tuning["tuned_at"] == "2x16"
     # BERT's GEMMs: QKV / output / FFN projections, each class timed against the library kernel
     assert tuning["gemm_classes"], tuning
     for shapes, c in tuning["gemm_classes"].items():
