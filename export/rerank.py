@@ -12,6 +12,7 @@ directory; the manifest names the one the native backend loads, chosen by the en
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
@@ -24,6 +25,7 @@ from typing import Any
 
 import torch
 from torch.export import Dim
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from export import cross_encoder, model_configs, native_tokenizer, sequence_fp16, sequence_int8, serving_choice, tasks
 from export.checkpoint import DEFAULT_MAX_SEQ, _tokenizer
@@ -65,9 +67,17 @@ def graph_breaks(module: torch.nn.Module, device: str) -> dict[str, int]:
     return {"graphs": int(explanation.graph_count), "graph_breaks": int(explanation.graph_break_count)}
 
 
+def _attention(module: torch.nn.Module, device: str) -> contextlib.AbstractContextManager:
+    """fp32 on CUDA traces attention's math kernel: the memory-efficient kernel's padded-mask shape guard
+    (seq * round_up(seq, 8) > 1) is one torch.export cannot prove for a dynamic length, and refuses."""
+    if device.startswith("cuda") and next(module.parameters()).dtype == torch.float32:
+        return sdpa_kernel([SDPBackend.MATH])
+    return contextlib.nullcontext()
+
+
 def compile_aoti(module: torch.nn.Module, device: str, max_batch: int, max_seq: int, path: Path) -> None:
     dims = {0: Dim("batch", min=1, max=max_batch), 1: Dim("seq", min=2, max=max_seq)}
-    with torch.no_grad():
+    with torch.no_grad(), _attention(module, device):
         ep = torch.export.export(module, example_inputs(device), dynamic_shapes=dict.fromkeys(INPUTS, dims))
         torch._inductor.aoti_compile_and_package(ep, package_path=str(path), inductor_configs={"freezing": True})
 

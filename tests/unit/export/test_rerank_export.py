@@ -131,3 +131,18 @@ def test_the_python_encoder_backend_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="native backend only"):
         rerank.run(ExportConfig(task="rerank", encoder_backend="python", output=tmp_path / "r"))
     assert not (tmp_path / "r").exists()
+
+
+def test_fp32_on_cuda_traces_attentions_math_kernel_and_nothing_else_is_changed():
+    """The memory-efficient kernel's padded-mask guard failed torch.export of fp32 on CUDA (seq dynamic)."""
+    module = torch.nn.Linear(2, 2)
+    assert type(rerank._attention(module, "cpu")).__name__ == "nullcontext"
+    assert type(rerank._attention(module.half(), "cuda:0")).__name__ == "nullcontext"
+    with rerank._attention(module.float(), "cuda:0"):
+        cuda = torch.backends.cuda
+        assert (cuda.flash_sdp_enabled(), cuda.mem_efficient_sdp_enabled(), cuda.math_sdp_enabled()) == (
+            False,
+            False,
+            True,
+        )
+    assert torch.backends.cuda.mem_efficient_sdp_enabled()
