@@ -1,10 +1,9 @@
-// The CUDA runtime: a CUDA graph per (batch, length) bucket, captured when the instance loads, over static device
-// buffers (ids and mask in, the fp32 embedding out). A pass copies its inputs into pinned host memory of its own,
-// then queues on the instance's stream: host -> device copies into the bucket's inputs, the graph, the device ->
+// The CUDA runtime: a CUDA graph per (batch, length) bucket (cuda_graphs.h), captured when the instance loads, over
+// static device buffers (ids and mask in, the fp32 embedding out). A pass copies its inputs into pinned host memory
+// of its own, then queues on the instance's stream: host -> device copies into the bucket's inputs, the graph, the device ->
 // host copy of its output, and an event. Start returns once all is queued, so the host collates the next batch
 // while the device computes this one; the stream orders passes that share a bucket's buffers, and each pass
 // owns its pinned memory until its event has completed.
-#include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -12,19 +11,13 @@
 #include <torch/torch.h>
 
 #include <cstring>
-#include <map>
-#include <mutex>
 
+#include "cuda_graphs.h"
 #include "module.h"
 #include "runtime.h"
 
 namespace bertserve {
 namespace {
-
-// Triton loads instances (of one model and of several) on parallel threads. One capture at a time in the process,
-// each in thread-local mode: another thread's warm-up allocations and replays stay legal while this one captures
-// (the default global mode made them fail, and the failed capture aborted the server).
-std::mutex capture_mutex;
 
 // One forward queued on the stream: its pinned buffers and the event that says the output has arrived.
 class GraphPass : public Pass {
@@ -56,19 +49,13 @@ class GraphRuntime : public Runtime {
       : Runtime(s.hidden),
         device_(device),
         stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index())),
-        module_(Module::Load(s, device, /*single_threaded=*/true)) {}
-
-  // A graph is destroyed under the capture lock too: another instance may be capturing while this one unloads.
-  ~GraphRuntime() override {
-    stream_.synchronize();
-    std::lock_guard<std::mutex> one_capture(capture_mutex);
-    buckets_.clear();
-  }
+        module_(Module::Load(s, device, /*single_threaded=*/true)),
+        graphs_(*module_, device, stream_, 2, s.hidden) {}
 
   std::unique_ptr<Pass> Start(const int64_t* ids, const int64_t* mask, int64_t batch, int64_t seq) override {
     c10::cuda::CUDAGuard device_guard(device_);
     c10::cuda::CUDAStreamGuard stream_guard(stream_);
-    Bucket& b = BucketFor(batch, seq);
+    GraphShape& g = graphs_.At(batch, seq);
     const size_t count = static_cast<size_t>(batch * seq), bytes = count * sizeof(int64_t);
     // Pinned memory from torch's caching host allocator: after the first batches of a shape, no cudaHostAlloc.
     at::Tensor host_in = at::empty({2, batch, seq}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
@@ -78,10 +65,10 @@ class GraphRuntime : public Runtime {
     std::memcpy(in + count, mask, bytes);
     auto pass = std::make_unique<GraphPass>(host_in, host_out);
     const cudaStream_t stream = stream_.stream();
-    C10_CUDA_CHECK(cudaMemcpyAsync(b.ids.mutable_data_ptr(), in, bytes, cudaMemcpyHostToDevice, stream));
-    C10_CUDA_CHECK(cudaMemcpyAsync(b.mask.mutable_data_ptr(), in + count, bytes, cudaMemcpyHostToDevice, stream));
-    b.graph.replay();
-    C10_CUDA_CHECK(cudaMemcpyAsync(host_out.mutable_data_ptr(), b.out.const_data_ptr(),
+    C10_CUDA_CHECK(cudaMemcpyAsync(g.inputs[0].mutable_data_ptr(), in, bytes, cudaMemcpyHostToDevice, stream));
+    C10_CUDA_CHECK(cudaMemcpyAsync(g.inputs[1].mutable_data_ptr(), in + count, bytes, cudaMemcpyHostToDevice, stream));
+    g.graph.replay();
+    C10_CUDA_CHECK(cudaMemcpyAsync(host_out.mutable_data_ptr(), g.out.const_data_ptr(),
                                    static_cast<size_t>(batch * hidden_) * sizeof(float), cudaMemcpyDeviceToHost,
                                    stream));
     pass->Record(stream);
@@ -89,41 +76,10 @@ class GraphRuntime : public Runtime {
   }
 
  private:
-  struct Bucket {
-    at::cuda::CUDAGraph graph;
-    at::Tensor ids, mask, out;  // the graph's static device buffers, alive as long as it is
-  };
-
-  Bucket& BucketFor(int64_t batch, int64_t seq) {
-    auto it = buckets_.find({batch, seq});
-    if (it != buckets_.end()) return *it->second;
-    return *buckets_.emplace(std::make_pair(batch, seq), Capture(batch, seq)).first->second;
-  }
-
-  std::unique_ptr<Bucket> Capture(int64_t batch, int64_t seq) {
-    c10::InferenceMode inference;
-    c10::cuda::CUDAGuard device_guard(device_);
-    c10::cuda::CUDAStreamGuard stream_guard(stream_);  // never capture on the legacy default stream
-    auto b = std::make_unique<Bucket>();
-    b->ids = at::ones({batch, seq}, at::TensorOptions().dtype(at::kLong).device(device_));
-    b->mask = at::ones({batch, seq}, at::TensorOptions().dtype(at::kLong).device(device_));
-    for (int i = 0; i < 2; ++i) module_->Forward({b->ids, b->mask}, stream_.stream());  // allocations settle
-    stream_.synchronize();
-    std::lock_guard<std::mutex> one_capture(capture_mutex);
-    b->graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
-    b->out = module_->Forward({b->ids, b->mask}, stream_.stream()).to(at::kFloat).contiguous();
-    b->graph.capture_end();
-    if (b->out.dim() != 2 || b->out.size(0) != batch || b->out.size(1) != hidden_) {
-      throw std::runtime_error("the model returned shape " + c10::str(b->out.sizes()) + ", expected [" +
-                               std::to_string(batch) + ", " + std::to_string(hidden_) + "]");
-    }
-    return b;
-  }
-
   c10::Device device_;
   c10::cuda::CUDAStream stream_;
   std::unique_ptr<Module> module_;
-  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Bucket>> buckets_;
+  GraphShapes graphs_;  // after module_: destroyed before it
 };
 
 }  // namespace

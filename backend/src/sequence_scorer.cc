@@ -60,13 +60,21 @@ class ModuleScorer : public RowScorer {
 
 }  // namespace
 
+#ifdef BERTSERVE_CUDA
+std::unique_ptr<RowScorer> LoadGraphScorer(const ModelSettings& s, const c10::Device& device);  // sequence_scorer_cuda.cc
+#endif
+
 std::unique_ptr<RowScorer> RowScorer::Load(const ModelSettings& s, const std::string& device) {
   if (s.runtime != "aoti") {
     throw BackendError(TRITONSERVER_ERROR_INVALID_ARG,
                        s.name + ": the rerank and classify tasks load an AOTInductor package, not " + s.runtime);
   }
   try {
-    return std::make_unique<ModuleScorer>(s, c10::Device(device));
+    const c10::Device d(device);
+#ifdef BERTSERVE_CUDA
+    if (d.is_cuda()) return LoadGraphScorer(s, d);
+#endif
+    return std::make_unique<ModuleScorer>(s, d);
   } catch (const std::exception& e) {
     throw BackendError(TRITONSERVER_ERROR_INTERNAL,
                        s.name + ": cannot load " + s.artifact.string() + " on " + device + ": " + e.what());
