@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -256,6 +257,33 @@ def test_a_request_whose_timeout_the_queued_work_passes_is_refused_at_once(serve
     assert time.monotonic() - started < 60
     assert http_status(f"http://{server.http_url}/v2/health/ready") == 200
     assert backlog_s(server.metrics_url, "rerank") == pytest.approx(0.0, abs=1e-9)  # nothing queued or in flight
+
+
+def test_sigterm_serves_the_queued_requests_before_the_server_exits(rerank_repository, tmp_path):
+    """The backend's queue, not Triton's, holds the requests: unloading drains it, each request answered."""
+    srv = start_server(rerank_repository, tmp_path / "tritonserver.log")
+    try:
+        wait_ready(srv.http_url, srv.process, READY_TIMEOUT_S)
+        documents = [t.encode() for t in corpus()[:32]]
+
+        async def run() -> tuple[int, list]:
+            client = grpcaio.InferenceServerClient(srv.grpc_url)
+            inputs = [bytes_input("QUERY", [b"a query"], [1, 1]), bytes_input("DOCUMENTS", documents, [1, 32])]
+            await client.infer("rerank", inputs)  # connected before the burst
+            burst = [asyncio.ensure_future(client.infer("rerank", inputs, timeout=60_000_000)) for _ in range(6)]
+            _, pending = await asyncio.wait(burst, return_when=asyncio.FIRST_COMPLETED)
+            srv.process.send_signal(signal.SIGTERM)
+            results = await asyncio.gather(*burst, return_exceptions=True)
+            await client.close()
+            return len(pending), results
+
+        in_flight, results = asyncio.run(run())
+        assert in_flight > 0, "every request finished before SIGTERM: nothing was left to drain"
+        assert not [r for r in results if isinstance(r, Exception)], results
+        assert all(np.array_equal(r.as_numpy("SCORES"), results[0].as_numpy("SCORES")) for r in results)
+        assert srv.process.wait(timeout=60) == 0
+    finally:
+        stop_server(srv)
 
 
 def test_tei_rerank_route_ranks_by_the_models_scores(server, reference):
