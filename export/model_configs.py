@@ -159,6 +159,12 @@ def native_tokenizer_config(shape: ServingShape) -> dict[str, Any]:
     }
 
 
+def native_deadline_us(shape: ServingShape) -> str:
+    """The native models' `deadline_us` parameter: the deadline of a request that sends no timeout of its own
+    (backend/src/scheduler.h). Without shedding (no queue policy) it is a day: nothing is refused."""
+    return str(shape.deadline_us if shape.queue else NO_DEADLINE_US)
+
+
 def bert_config(
     name: str, shape: ServingShape, precision: str, runtime: str, backend: str = "python", threads: int = 0
 ) -> dict[str, Any]:
@@ -172,8 +178,8 @@ def bert_config(
     else:
         # The native backend queues and sheds itself, by predicted work against each request's deadline
         # (backend/src/scheduler.h): Triton's queue policy would turn off the batcher's prefetch and bring back its
-        # 500 ms poll. Without shedding the default deadline is a day: nothing is refused.
-        params["deadline_us"] = str(shape.deadline_us if shape.queue else NO_DEADLINE_US)
+        # 500 ms poll.
+        params["deadline_us"] = native_deadline_us(shape)
         params["max_batch_tokens"] = str(shape.max_batch_tokens or shape.max_batch * shape.max_seq)
         # Nor does Triton hold requests back for company: execute hands each over at once and what arrives during
         # a forward joins the next batch (native embed, 16 tokens, c=1: queue 654 -> 60 us, p50 3.20 -> 1.99 ms;
@@ -266,9 +272,9 @@ def torchscript_config(shape: ServingShape) -> dict[str, Any]:
 
 def rerank_config(shape: ServingShape, threads: int = 0) -> dict[str, Any]:
     """`rerank`, a native model of the rerank task (backend/src/rerank*): QUERY (one text) and DOCUMENTS (n texts)
-    in, SCORES (n float32, the cross-encoder's logit per query/document pair) out. One request at a time per
-    instance (no Triton batching: one request already holds n pairs), its pairs run in forwards of at most
-    max_batch rows."""
+    in, SCORES (n float32, the cross-encoder's logit per query/document pair) out. No Triton batching (one request
+    already holds n pairs): the backend admits each request by its predicted forwards against its deadline
+    (`deadline_us`, as the native encoder's) and runs its pairs in forwards of at most max_batch rows."""
     return {
         "name": "rerank",
         "backend": "bertserve",
@@ -284,6 +290,7 @@ def rerank_config(shape: ServingShape, threads: int = 0) -> dict[str, Any]:
             threads=str(threads),
             max_pairs_per_forward=str(shape.max_batch),
             max_documents=str(MAX_DOCUMENTS),
+            deadline_us=native_deadline_us(shape),
         ),
         "model_warmup": [
             {
@@ -302,7 +309,8 @@ def classify_config(shape: ServingShape, threads: int, labels: dict[int, str]) -
     """`classify`, a native model of the classify task (backend/src/classify_request.*): TEXT and an optional
     TEXT_PAIR (one text each per row, up to max_batch rows a request) in; LOGITS and PROBABILITIES (softmax) of
     every label and LABEL (the most probable label's name) out. The labels in id order are the parameter `labels`
-    (a JSON list). One request at a time per instance, its rows run in forwards of at most max_batch rows."""
+    (a JSON list). Admitted by its predicted forwards against its deadline (`deadline_us`) as rerank is, its rows
+    run in forwards of at most max_batch rows."""
     names = [labels[i] for i in sorted(labels)]
     return {
         "name": "classify",
@@ -323,6 +331,7 @@ def classify_config(shape: ServingShape, threads: int, labels: dict[int, str]) -
             threads=str(threads),
             max_rows_per_forward=str(shape.max_batch),
             labels=json.dumps(names),
+            deadline_us=native_deadline_us(shape),
         ),
         "model_warmup": [
             {

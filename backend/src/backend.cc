@@ -8,6 +8,7 @@
 #include "compute_pool.h"
 #include "instance_state.h"
 #include "model_state.h"
+#include "sequence_instance.h"
 #include "sequence_model.h"
 #include "tokenizer_instance.h"
 #include "triton_util.h"

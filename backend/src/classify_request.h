@@ -34,12 +34,12 @@ struct ClassifyRequest : TaskRequest {
 
   // Reads and checks the inputs and parameters; sets `error` for a bad request. Never throws.
   void Read(const ClassifyLimits& limits) noexcept;
-  RowTexts texts() const { return {text, pair, "TEXT", "TEXT_PAIR"}; }
-  std::vector<float>& outputs() { return logits; }
+  RowTexts texts() const override { return {text, pair, "TEXT", "TEXT_PAIR"}; }
+  std::vector<float>& outputs() override { return logits; }
   // Sends the one response (LOGITS, PROBABILITIES, LABEL, or the error with its status), reports the statistics
   // and releases the request. Never throws.
   void Finish(TRITONBACKEND_ModelInstance* instance, Metrics& metrics, uint64_t compute_start_ns,
-              uint64_t compute_end_ns) noexcept;
+              uint64_t compute_end_ns) noexcept override;
 };
 
 }  // namespace bertserve

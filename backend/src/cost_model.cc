@@ -70,4 +70,28 @@ void CostModel::Observe(double predicted_s, double actual_s) {
   correction_.compare_exchange_strong(current, next, std::memory_order_relaxed);  // a lost race loses one sample
 }
 
+RequestCost BatchedCost(const CostModel& costs, const std::vector<int64_t>& lengths,
+                        const std::vector<int64_t>& length_buckets) {
+  RequestCost cost;
+  int64_t longest = 0;
+  for (int64_t length : lengths) {
+    cost.work_s += costs.RowWork(length);
+    cost.tokens += BucketFor(length, length_buckets);
+    longest = std::max(longest, length);
+  }
+  cost.own_s = costs.Forward(static_cast<int64_t>(lengths.size()), longest);
+  return cost;
+}
+
+RequestCost AloneCost(const CostModel& costs, const std::vector<std::pair<int64_t, int64_t>>& forwards,
+                      const std::vector<int64_t>& length_buckets) {
+  RequestCost cost;
+  for (const auto& [rows, seq] : forwards) {
+    cost.own_s += costs.Forward(rows, seq);
+    cost.tokens += rows * BucketFor(std::max<int64_t>(seq, 1), length_buckets);
+  }
+  cost.work_s = cost.own_s;
+  return cost;
+}
+
 }  // namespace bertserve

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "batching.h"
@@ -40,5 +41,22 @@ class CostModel {
   std::atomic<double> correction_{1.0};
   std::atomic<int64_t> observed_{0};
 };
+
+// What one request asks of the device, for admission (work_queue.h's Job): its share of the device under load,
+// its own forward alone (the least time it needs), and its tokens padded to the length buckets.
+struct RequestCost {
+  double work_s = 0.0;
+  double own_s = 0.0;
+  int64_t tokens = 0;
+};
+
+// Rows that join batches with other requests' rows (embed): each row's share of a full batch of its length
+// bucket; alone, one forward of all its rows at its longest.
+RequestCost BatchedCost(const CostModel& costs, const std::vector<int64_t>& lengths,
+                        const std::vector<int64_t>& length_buckets);
+// A request served alone in forwards of its own (rerank, classify), each [rows, longest]: all of their time is
+// its work, under load as alone.
+RequestCost AloneCost(const CostModel& costs, const std::vector<std::pair<int64_t, int64_t>>& forwards,
+                      const std::vector<int64_t>& length_buckets);
 
 }  // namespace bertserve

@@ -119,7 +119,7 @@ CostModel InstanceState::MeasureCosts() {
 }
 
 InstanceState::~InstanceState() {
-  Scheduler& scheduler = model_->scheduler();
+  EmbedScheduler& scheduler = model_->scheduler();
   stopping_ = true;
   if (gpu_) {
     scheduler.WakeAll();
@@ -222,7 +222,7 @@ void InstanceState::Dispatch(std::vector<std::unique_ptr<Pending>>& held, size_t
 
 void InstanceState::Prepare(std::unique_ptr<Pending> p) noexcept {
   const ModelSettings& s = model_->settings();
-  Scheduler& scheduler = model_->scheduler();
+  EmbedScheduler& scheduler = model_->scheduler();
   try {
     if (const tokenizer::Tokenizer* tokenizer = model_->tokenizer()) {
       const uint64_t start = NowNs();
@@ -355,7 +355,7 @@ void InstanceState::Fail(Flight& f, const std::string& what) noexcept {
 
 void InstanceState::Feed() {
   NameThisThread("bs-feed");
-  Scheduler& scheduler = model_->scheduler();
+  EmbedScheduler& scheduler = model_->scheduler();
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -404,7 +404,7 @@ void InstanceState::Feed() {
 
 void InstanceState::Complete() {
   NameThisThread("bs-land");
-  Scheduler& scheduler = model_->scheduler();
+  EmbedScheduler& scheduler = model_->scheduler();
   for (;;) {
     std::shared_ptr<Flight> f;
     {
@@ -472,7 +472,7 @@ void InstanceState::PostServe() noexcept {
 }
 
 void InstanceState::ServeQueued() noexcept {
-  Scheduler& scheduler = model_->scheduler();
+  EmbedScheduler& scheduler = model_->scheduler();
   Flight f;
   bool taken = false, done = false;
   try {

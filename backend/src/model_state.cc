@@ -40,7 +40,8 @@ ModelState::ModelState(ModelSettings settings)
     : settings_(std::move(settings)),
       length_buckets_(LengthBuckets(settings_.max_seq)),
       metrics_(std::make_unique<Metrics>(settings_.name)),
-      scheduler_(std::make_unique<Scheduler>(settings_, *metrics_)) {}
+      scheduler_(std::make_unique<EmbedScheduler>(settings_, *metrics_, settings_.max_batch,
+                                                   settings_.max_batch_tokens)) {}
 
 // A quarter of the CPUs, 2 to 4, tokenize (a thread encodes 40-50k short texts a second); half of them, 2 to 8,
 // answer.

@@ -23,7 +23,7 @@ class ModelState {
   const ModelSettings& settings() const { return settings_; }
   const std::vector<int64_t>& length_buckets() const { return length_buckets_; }
   Metrics& metrics() { return *metrics_; }
-  Scheduler& scheduler() { return *scheduler_; }
+  EmbedScheduler& scheduler() { return *scheduler_; }
   // CUDA models: the threads that tokenize requests, and those that send responses, beside the device's work (made
   // on first use). Apart, so that a frontend's slow formatting of responses never delays an admission.
   ComputePool& PreparePool();
@@ -37,7 +37,7 @@ class ModelState {
   std::vector<int64_t> length_buckets_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
-  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<EmbedScheduler> scheduler_;
   std::mutex pools_mutex_;
   std::unique_ptr<ComputePool> prepare_pool_, answer_pool_;
 };

@@ -26,13 +26,13 @@ struct RerankRequest : TaskRequest {
   // Reads and checks the inputs and parameters; sets `error` for a bad request. Never throws.
   void Read(const RerankLimits& limits) noexcept;
   // The rows to score: the query with each document.
-  RowTexts texts() const { return {query, documents, "QUERY", "DOCUMENTS"}; }
+  RowTexts texts() const override { return {query, documents, "QUERY", "DOCUMENTS"}; }
   // The outputs per row (one score), written by the scorer.
-  std::vector<float>& outputs() { return scores; }
+  std::vector<float>& outputs() override { return scores; }
   // Sends the one response (SCORES, or the error with its status; a failure counted by reason), reports the
   // statistics and releases the request. Never throws.
   void Finish(TRITONBACKEND_ModelInstance* instance, Metrics& metrics, uint64_t compute_start_ns,
-              uint64_t compute_end_ns) noexcept;
+              uint64_t compute_end_ns) noexcept override;
 };
 
 }  // namespace bertserve

@@ -20,38 +20,56 @@ std::string Ms(double seconds) {
 
 double Seconds(uint64_t from_ns, uint64_t to_ns) { return to_ns > from_ns ? static_cast<double>(to_ns - from_ns) * 1e-9 : 0.0; }
 
+// What a request asks of the device: embed's rows join batches with other requests' rows; a sequence task's
+// request runs alone, in its own forwards.
+RequestCost CostOf(const Pending& p, const CostModel& costs, const std::vector<int64_t>& length_buckets) {
+  return BatchedCost(costs, p.lengths, length_buckets);
+}
+
+RequestCost CostOf(const SequenceJob& job, const CostModel& costs, const std::vector<int64_t>& length_buckets) {
+  return AloneCost(costs, job.forwards(), length_buckets);
+}
+
 }  // namespace
 
-Scheduler::Scheduler(const ModelSettings& settings, Metrics& metrics)
+template <class Item>
+Scheduler<Item>::Scheduler(const ModelSettings& settings, Metrics& metrics, int64_t batch_rows, int64_t batch_tokens)
     : settings_(settings),
       metrics_(metrics),
       length_buckets_(LengthBuckets(settings.max_seq)),
+      batch_rows_(batch_rows),
+      batch_tokens_(batch_tokens),
       queue_(settings.queue_by_arrival) {}
 
-void Scheduler::AddLane(const CostModel& costs) {
+template <class Item>
+void Scheduler<Item>::AddLane(const CostModel& costs) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!costs_) costs_ = std::make_unique<CostModel>(costs);
   queue_.set_lanes(++lanes_);
 }
 
-int Scheduler::Subscribe(std::function<void()> wake) {
+template <class Item>
+int Scheduler<Item>::Subscribe(std::function<void()> wake) {
   std::lock_guard<std::mutex> lock(mutex_);
   wakers_[next_waker_] = std::move(wake);
   return next_waker_++;
 }
 
-void Scheduler::Unsubscribe(int handle) {
+template <class Item>
+void Scheduler<Item>::Unsubscribe(int handle) {
   std::unique_lock<std::mutex> lock(mutex_);
   wakers_.erase(handle);
   woken_.wait(lock, [this] { return waking_ == 0; });  // no copy of its waker is still being called
 }
 
-void Scheduler::Preparing() {
+template <class Item>
+void Scheduler<Item>::Preparing() {
   std::lock_guard<std::mutex> lock(mutex_);
   ++preparing_;
 }
 
-void Scheduler::Abandon() {
+template <class Item>
+void Scheduler<Item>::Abandon() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     --preparing_;
@@ -59,25 +77,22 @@ void Scheduler::Abandon() {
   ready_.notify_all();
 }
 
-void Scheduler::Refuse(Pending& p, RequestError error, TRITONBACKEND_ModelInstance* instance) {
+template <class Item>
+void Scheduler<Item>::Refuse(Item& p, RequestError error, TRITONBACKEND_ModelInstance* instance) {
   p.Fail(std::move(error), instance, settings_, metrics_);
 }
 
-void Scheduler::Submit(std::unique_ptr<Pending> p, TRITONBACKEND_ModelInstance* instance) noexcept {
+template <class Item>
+void Scheduler<Item>::Submit(std::unique_ptr<Item> p, TRITONBACKEND_ModelInstance* instance) noexcept {
   const std::string& name = settings_.name;
   bool counted = false;  // its Preparing has ended
   try {
     Job job;
     uint64_t client_us = 0;  // the client's own timeout, where it sent one
     ErrorPtr(TRITONBACKEND_InferenceRequestTimeoutMicroseconds(p->request, &client_us));
-    int64_t longest = 0;
-    for (int64_t length : p->lengths) {
-      job.work_s += costs_->RowWork(length);
-      job.tokens += BucketFor(length, length_buckets_);
-      longest = std::max(longest, length);
-    }
+    const RequestCost cost = CostOf(*p, *costs_, length_buckets_);
+    job.work_s = cost.work_s, job.own_s = cost.own_s, job.tokens = cost.tokens;
     job.rows = p->rows();
-    job.own_s = costs_->Forward(job.rows, longest);
     if (p->warmup) {
       job.deadline_ns = p->arrived_ns + kLongestTimeoutUs * 1000;
     } else if (client_us > 0) {
@@ -99,7 +114,7 @@ void Scheduler::Submit(std::unique_ptr<Pending> p, TRITONBACKEND_ModelInstance* 
       const bool was_empty = queue_.empty();
       a = queue_.Offer(job, job.hard ? now : p->arrived_ns);
       // A blocked Take waits for any work, or, with a batch still on its device, for a full batch or its time.
-      wake_taker = was_empty || preparing_ == 1 || queue_.full(settings_.max_batch, settings_.max_batch_tokens);
+      wake_taker = was_empty || preparing_ == 1 || queue_.full(batch_rows_, batch_tokens_);
       if (a.admitted) {
         waiting_[job.id] = std::move(p);
         for (const auto& [_, w] : wakers_) wake.push_back(w);
@@ -136,10 +151,11 @@ void Scheduler::Submit(std::unique_ptr<Pending> p, TRITONBACKEND_ModelInstance* 
   }
 }
 
-std::vector<std::unique_ptr<Pending>> Scheduler::Take(TRITONBACKEND_ModelInstance* instance, bool block,
+template <class Item>
+std::vector<std::unique_ptr<Item>> Scheduler<Item>::Take(TRITONBACKEND_ModelInstance* instance, bool block,
                                                        const std::atomic<bool>& stopping, double* work_s,
                                                        const std::atomic<uint64_t>* not_before_ns) {
-  std::vector<std::unique_ptr<Pending>> batch, expired;
+  std::vector<std::unique_ptr<Item>> batch, expired;
   std::vector<Job> expired_jobs;
   uint64_t now = 0;
   bool more = false;
@@ -152,11 +168,11 @@ std::vector<std::unique_ptr<Pending>> Scheduler::Take(TRITONBACKEND_ModelInstanc
       }
       const uint64_t wait_until = not_before_ns != nullptr ? not_before_ns->load() : 0;
       now = NowNs();
-      if (now >= wait_until || queue_.full(settings_.max_batch, settings_.max_batch_tokens)) break;
+      if (now >= wait_until || queue_.full(batch_rows_, batch_tokens_)) break;
       ready_.wait_for(lock, std::chrono::nanoseconds(wait_until - now));
     }
     now = NowNs();
-    WorkQueue::Taken t = queue_.Take(now, settings_.max_batch, settings_.max_batch_tokens);
+    WorkQueue::Taken t = queue_.Take(now, batch_rows_, batch_tokens_);
     *work_s = t.work_s;
     for (const Job& job : t.batch) {
       batch.push_back(std::move(waiting_.at(job.id)));
@@ -172,7 +188,7 @@ std::vector<std::unique_ptr<Pending>> Scheduler::Take(TRITONBACKEND_ModelInstanc
   }
   if (more) ready_.notify_one();  // another instance may take the rest
   for (size_t i = 0; i < expired.size(); ++i) {
-    const Pending& p = *expired[i];
+    const Item& p = *expired[i];
     Refuse(*expired[i],
            Unavailable(FailureReason::kQueueTimeout, settings_.name + ": the request waited " + Ms(Seconds(p.arrived_ns, now)) +
                                             " in the queue, past its deadline of " +
@@ -182,22 +198,29 @@ std::vector<std::unique_ptr<Pending>> Scheduler::Take(TRITONBACKEND_ModelInstanc
   return batch;
 }
 
-void Scheduler::Done(double work_s) {
+template <class Item>
+void Scheduler<Item>::Done(double work_s) {
   std::lock_guard<std::mutex> lock(mutex_);
   queue_.Done(work_s);
   Publish();
 }
 
-void Scheduler::WakeAll() {
+template <class Item>
+void Scheduler<Item>::WakeAll() {
   { std::lock_guard<std::mutex> lock(mutex_); }
   ready_.notify_all();
 }
 
-bool Scheduler::Idle() {
+template <class Item>
+bool Scheduler<Item>::Idle() {
   std::lock_guard<std::mutex> lock(mutex_);
   return queue_.empty() && preparing_ == 0;
 }
 
-void Scheduler::Publish() { metrics_.Backlog(queue_.backlog_s()); }
+template <class Item>
+void Scheduler<Item>::Publish() { metrics_.Backlog(queue_.backlog_s()); }
+
+template class Scheduler<Pending>;
+template class Scheduler<SequenceJob>;
 
 }  // namespace bertserve

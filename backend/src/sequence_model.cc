@@ -107,76 +107,29 @@ std::unique_ptr<SequenceModel> SequenceModel::Create(TRITONBACKEND_Model* model,
     throw BackendError(TRITONSERVER_ERROR_INVALID_ARG, s.name + ": max_seq leaves no room between the special tokens");
   }
   m->metrics_ = std::make_unique<Metrics>(s.name);
+  // Each request is served alone (a batch of one request, whatever its rows): its rows are already a batch.
+  m->scheduler_ = std::make_unique<SequenceScheduler>(m->settings_, *m->metrics_, 1, 1);
   BERTSERVE_LOG(INFO, s.name + (task == SequenceTask::kRerank ? ": rerank task, " : ": classify task, ") + s.runtime + " artifact " + s.artifact.string() +
                           " verified; pairs tokenized natively; " + std::to_string(s.threads) +
                           " intra-op threads per forward");
   return m;
 }
 
-std::unique_ptr<SequenceInstance> SequenceInstance::Create(SequenceModel* model, TRITONBACKEND_ModelInstance* instance) {
-  TRITONSERVER_InstanceGroupKind kind;
-  int32_t device_id = 0;
-  Check(TRITONBACKEND_ModelInstanceKind(instance, &kind), "instance kind");
-  Check(TRITONBACKEND_ModelInstanceDeviceId(instance, &device_id), "instance device");
-  const bool gpu = kind == TRITONSERVER_INSTANCEGROUPKIND_GPU;
-  auto state = std::make_unique<SequenceInstance>();
-  state->model_ = model;
-  state->instance_ = instance;
-  state->scorer_ = RowScorer::Load(model->settings(), gpu ? "cuda:" + std::to_string(device_id) : "cpu");
-  return state;
-}
-
-void SequenceInstance::Execute(TRITONBACKEND_Request** requests, uint32_t count) noexcept {
-  for (uint32_t i = 0; i < count; ++i) {
-    const uint64_t arrived = NowNs();
-    if (model_->task() == SequenceTask::kRerank) {
-      RerankRequest r;
-      r.request = requests[i];
-      r.arrived_ns = arrived;
-      Serve(r, model_->rerank_limits(), 1);
-    } else {
-      ClassifyRequest r(model_->labels());
-      r.request = requests[i];
-      r.arrived_ns = arrived;
-      Serve(r, model_->classify_limits(), model_->labels().size());
-    }
+std::unique_ptr<TaskRequest> SequenceModel::Read(TRITONBACKEND_Request* request, uint64_t arrived_ns) const {
+  std::unique_ptr<TaskRequest> r;
+  if (task_ == SequenceTask::kRerank) {
+    auto rerank = std::make_unique<RerankRequest>();
+    rerank->request = request;
+    rerank->Read(rerank_limits_);
+    r = std::move(rerank);
+  } else {
+    auto classify = std::make_unique<ClassifyRequest>(labels_);
+    classify->request = request;
+    classify->Read(classify_limits_);
+    r = std::move(classify);
   }
-}
-
-template <class Request, class Limits>
-void SequenceInstance::Serve(Request& r, const Limits& limits, size_t width) noexcept {
-  Metrics& metrics = model_->metrics();
-  uint64_t compute_start = 0, compute_end = 0;
-  r.Read(limits);
-  try {
-    if (!r.error) {
-      RowOptions options = model_->row_options();
-      options.truncation = r.truncation;
-      options.truncate = r.truncate;
-      const RowTexts texts = r.texts();
-      std::vector<RowChunk> chunks;
-      const uint64_t tokenize_start = NowNs();
-      r.error = EncodeRows(model_->tokenizer(), texts, options, &chunks);
-      compute_start = NowNs();
-      metrics.StageTime(Stage::kTokenize, static_cast<double>(compute_start - tokenize_start) * 1e-9);
-      if (!r.error) {
-        std::vector<float>& out = r.outputs();
-        out.resize(texts.rows() * width);
-        for (const RowChunk& c : chunks) {
-          scorer_->Score(c, static_cast<int64_t>(width), out.data() + c.first * width);
-          const auto real = static_cast<int64_t>(std::count(c.mask.begin(), c.mask.end(), int64_t{1}));
-          metrics.Batch(c.rows, 1.0 - static_cast<double>(real) / static_cast<double>(c.rows * c.seq), real);
-        }
-        compute_end = NowNs();
-        metrics.StageTime(Stage::kInfer, static_cast<double>(compute_end - compute_start) * 1e-9);
-      }
-    }
-  } catch (const std::exception& e) {
-    r.error = RequestError{FailureReason::kInternal, std::string("forward failed: ") + e.what()};
-  }
-  if (compute_start == 0) compute_start = NowNs();
-  if (compute_end == 0) compute_end = compute_start;
-  r.Finish(instance_, metrics, compute_start, compute_end);
+  r->arrived_ns = arrived_ns;
+  return r;
 }
 
 }  // namespace bertserve

@@ -1,10 +1,9 @@
 // The sequence-classifier tasks in the backend: a BertForSequenceClassification served as `rerank` (one label:
 // QUERY and DOCUMENTS in, SCORES out; export/rerank.py) or `classify` (several labels: TEXT and TEXT_PAIR in,
-// LOGITS, PROBABILITIES and LABEL out; export/classify.py), picked by the config parameter `task`. One request at
-// a time per instance (the configs have no dynamic batching: a request already holds its rows), its rows
-// tokenized on the instance thread and scored in forwards of at most max_pairs_per_forward (rerank) or
-// max_rows_per_forward (classify) rows. They do not go through the embed models' scheduler: no deadline
-// admission yet.
+// LOGITS, PROBABILITIES and LABEL out; export/classify.py), picked by the config parameter `task`. What the
+// model's instances share: its settings, labels and limits, the pair tokenizer, its metrics and its scheduler
+// (scheduler.h, the embed models' admission by work and deadline; each request is served alone, in forwards of
+// its own). The instances: sequence_instance.h.
 #pragma once
 
 #include <memory>
@@ -15,8 +14,8 @@
 #include "classify_request.h"
 #include "metrics.h"
 #include "rerank_request.h"
+#include "scheduler.h"
 #include "sequence_rows.h"
-#include "sequence_scorer.h"
 #include "settings.h"
 #include "tokenizer/tokenizer.h"
 #include "triton_api.h"
@@ -37,10 +36,16 @@ class SequenceModel {
   const ModelSettings& settings() const { return settings_; }
   const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
   Metrics& metrics() { return *metrics_; }
+  SequenceScheduler& scheduler() { return *scheduler_; }
   const RerankLimits& rerank_limits() const { return rerank_limits_; }
   const ClassifyLimits& classify_limits() const { return classify_limits_; }
   const std::vector<std::string>& labels() const { return labels_; }
   RowOptions row_options() const { return row_options_; }
+  // Outputs per row: one score (rerank), a logit per label (classify).
+  size_t width() const { return task_ == SequenceTask::kRerank ? 1 : labels_.size(); }
+  // A new request of the model's task holding `request`, its inputs read and checked (a bad one carries its
+  // error). Throws only when no request object can be made: `request` is then not held.
+  std::unique_ptr<TaskRequest> Read(TRITONBACKEND_Request* request, uint64_t arrived_ns) const;
 
  private:
   SequenceTask task_ = SequenceTask::kRerank;
@@ -51,22 +56,7 @@ class SequenceModel {
   RowOptions row_options_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::unique_ptr<Metrics> metrics_;
-};
-
-class SequenceInstance {
- public:
-  static std::unique_ptr<SequenceInstance> Create(SequenceModel* model, TRITONBACKEND_ModelInstance* instance);
-  // Answers every request, each alone (a bad one fails by itself). Never throws.
-  void Execute(TRITONBACKEND_Request** requests, uint32_t count) noexcept;
-
- private:
-  // Reads, tokenizes, scores (outputs() gets `width` floats per row) and answers one request. Never throws.
-  template <class Request, class Limits>
-  void Serve(Request& r, const Limits& limits, size_t width) noexcept;
-
-  SequenceModel* model_ = nullptr;
-  TRITONBACKEND_ModelInstance* instance_ = nullptr;
-  std::unique_ptr<RowScorer> scorer_;
+  std::unique_ptr<SequenceScheduler> scheduler_;
 };
 
 }  // namespace bertserve

@@ -1,11 +1,11 @@
 #include "sequence_scorer.h"
 
+#include <c10/core/DeviceGuard.h>
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <future>
+#include <chrono>
 
-#include "compute_pool.h"
 #include "module.h"
 #include "triton_util.h"
 
@@ -15,23 +15,15 @@ namespace {
 class ModuleScorer : public RowScorer {
  public:
   ModuleScorer(const ModelSettings& s, const c10::Device& device)
-      : device_(device), threads_(s.threads), module_(Module::Load(s, device, false)) {}
+      : device_(device), module_(Module::Load(s, device, false)) {}
 
   void Score(const RowChunk& c, int64_t width, float* out) override {
-    if (device_.is_cpu()) {  // on a pool thread, which leads the forward's OpenMP team
-      std::promise<void> done;
-      SharedComputePool(threads_).Post([&]() noexcept {
-        try {
-          Forward(c, width, out);
-          done.set_value();
-        } catch (...) {
-          done.set_exception(std::current_exception());
-        }
-      });
-      done.get_future().get();
-      return;
+    if (device_.is_cuda()) {  // a serving thread of the instance's own starts on device 0
+      c10::DeviceGuard device_guard(device_);
+      Forward(c, width, out);
+    } else {
+      Forward(c, width, out);
     }
-    Forward(c, width, out);
   }
 
  private:
@@ -54,11 +46,28 @@ class ModuleScorer : public RowScorer {
   }
 
   c10::Device device_;
-  int threads_;
   std::unique_ptr<Module> module_;
 };
 
 }  // namespace
+
+double RowScorer::Time(int64_t batch, int64_t seq, int64_t width, int timed_calls) {
+  RowChunk c;
+  c.rows = batch, c.seq = seq;
+  c.ids.assign(static_cast<size_t>(batch * seq), 1);
+  c.mask.assign(c.ids.size(), 1);
+  c.types.assign(c.ids.size(), 0);
+  std::vector<float> out(static_cast<size_t>(batch * width));
+  std::vector<double> times;
+  for (int i = 0; i <= timed_calls; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    Score(c, width, out.data());
+    if (i > 0) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  if (times.empty()) return 0.0;
+  std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
+  return times[times.size() / 2];
+}
 
 #ifdef BERTSERVE_CUDA
 std::unique_ptr<RowScorer> LoadGraphScorer(const ModelSettings& s, const c10::Device& device);  // sequence_scorer_cuda.cc

@@ -1,7 +1,8 @@
 // The sequence-classifier tasks' network: padded rows (ids, mask, type ids) -> `width` float32 outputs per row
 // (rerank: one score; classify: a logit per label), through the AOTInductor package export wrote
-// (export/rerank.py). CPU forwards run on the shared compute pool (compute_pool.h), so their OpenMP teams never
-// outnumber the CPUs beside the embed models'.
+// (export/rerank.py). A forward runs on the calling thread: on the CPU the instance calls it from a thread of the
+// shared compute pool (compute_pool.h), so its OpenMP team never outnumbers the CPUs beside the embed models'. On
+// CUDA it replays a CUDA graph per (batch, length) bucket, every one captured at load (sequence_scorer_cuda.cc).
 #pragma once
 
 #include <memory>
@@ -20,6 +21,9 @@ class RowScorer {
   // Writes chunk.rows x width outputs, row-major, to `out`; throws on failure, or when the model's output is
   // not [rows, width] (or [rows] for width 1): the caller fails that request alone.
   virtual void Score(const RowChunk& chunk, int64_t width, float* out) = 0;
+  // The median seconds of `timed_calls` forwards of [batch, seq] tokens (after one untimed call), for the cost
+  // model; throws as Score does.
+  double Time(int64_t batch, int64_t seq, int64_t width, int timed_calls);
 };
 
 }  // namespace bertserve

@@ -1,6 +1,7 @@
 // What every request of the sequence-classifier tasks (rerank_request.h, classify_request.h) shares: the
 // request and its error, the `truncation` and `truncate` parameters, reading BYTES inputs element by element
-// (each checked as TEXT is), writing an output, and sending the one response with statistics and release.
+// (each checked as TEXT is), writing an output, and sending the one response with statistics and release. The
+// serving path (sequence_job.h) holds a request through this interface, whatever its task.
 #pragma once
 
 #include <cstdint>
@@ -12,12 +13,22 @@
 #include "batching.h"
 #include "metrics.h"
 #include "response.h"
+#include "sequence_rows.h"
 #include "tokenizer/truncation.h"
 #include "triton_api.h"
 
 namespace bertserve {
 
 struct TaskRequest {
+  virtual ~TaskRequest() = default;
+  // The rows to score, and where the scorer writes their outputs (the task's width per row).
+  virtual RowTexts texts() const = 0;
+  virtual std::vector<float>& outputs() = 0;
+  // Sends the one response (the task's outputs, or the error with its status; a failure counted by reason),
+  // reports the statistics and releases the request. Never throws.
+  virtual void Finish(TRITONBACKEND_ModelInstance* instance, Metrics& metrics, uint64_t compute_start_ns,
+                      uint64_t compute_end_ns) noexcept = 0;
+
   TRITONBACKEND_Request* request = nullptr;
   uint64_t arrived_ns = 0;
   tokenizer::PairTruncation truncation = tokenizer::PairTruncation::kLongestFirst;

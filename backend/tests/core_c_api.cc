@@ -298,4 +298,22 @@ __attribute__((visibility("default"))) double bertserve_cost_fit_forward(
   return m.Forward(batch, seq);
 }
 
+// What one request asks of the device (cost_model.h's RequestCost) under the CPU cost model fitted as above:
+// `alone` 1, a sequence task's request served alone in forwards of [rows[i], seqs[i]]; 0, embed's rows of lengths
+// seqs[i] (rows unused) that join batches with others'. Writes work_s, own_s and tokens.
+__attribute__((visibility("default"))) void bertserve_cost_request(
+    double s1, double s2, int64_t max_batch, int64_t max_seq, int alone, const int64_t* rows, const int64_t* seqs,
+    size_t count, double* work_s, double* own_s, int64_t* tokens) {
+  const CostModel m = CostModel::Fit(1, 16, s1, 8, 64, s2, max_batch, LengthBuckets(max_seq));
+  RequestCost c;
+  if (alone != 0) {
+    std::vector<std::pair<int64_t, int64_t>> forwards;
+    for (size_t i = 0; i < count; ++i) forwards.emplace_back(rows[i], seqs[i]);
+    c = AloneCost(m, forwards, LengthBuckets(max_seq));
+  } else {
+    c = BatchedCost(m, std::vector<int64_t>(seqs, seqs + count), LengthBuckets(max_seq));
+  }
+  *work_s = c.work_s, *own_s = c.own_s, *tokens = c.tokens;
+}
+
 }  // extern "C"

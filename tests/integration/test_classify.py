@@ -17,7 +17,18 @@ from tritonclient.utils import InferenceServerException
 from export import classify, cross_encoder
 from reliability.processes import http_status
 from tests.integration.conftest import ROOT
-from tests.integration.test_rerank import MAX_SEQ, corpus, exported, post, serving
+from tests.integration.test_rerank import (
+    MAX_SEQ,
+    assert_refused_for_the_work_ahead,
+    backlog_s,
+    bytes_input,
+    corpus,
+    exported,
+    failures,
+    hurried_behind_bulk,
+    post,
+    serving,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -136,6 +147,21 @@ def test_a_bad_request_is_refused_with_its_reason(client, server, texts, pairs, 
     assert e.value.status() == "StatusCode.INVALID_ARGUMENT", e.value
     assert message in e.value.message(), e.value.message()
     assert http_status(f"http://{server.http_url}/v2/health/ready") == 200
+
+
+def test_a_request_whose_timeout_the_queued_work_passes_is_refused_at_once(server, reference):
+    texts = corpus()
+    batches = [[" ".join(texts[i + k : i + k + 6]) for k in range(MAX_BATCH)] for i in (0, 20, 40)]  # long rows
+    bulk = [[bytes_input("TEXT", [t.encode() for t in batch], [MAX_BATCH, 1])] for batch in batches]
+    refused_before = failures(server.metrics_url, "classify", "queue_full")
+    results, outcome = hurried_behind_bulk(server, "classify", bulk, [bytes_input("TEXT", [b"short"], [1, 1])])
+    assert_refused_for_the_work_ahead(outcome, "classify")
+    assert failures(server.metrics_url, "classify", "queue_full") == refused_before + 1
+    for batch, result in zip(batches, results, strict=True):
+        assert not isinstance(result, Exception), result  # a minute to spare: served, none INTERNAL
+        assert np.abs(result.as_numpy("LOGITS") - eager(reference, batch)).max() <= MAX_ABS_DIFF
+    assert http_status(f"http://{server.http_url}/v2/health/ready") == 200
+    assert backlog_s(server.metrics_url, "classify") == pytest.approx(0.0, abs=1e-9)
 
 
 def test_more_texts_than_max_batch_are_refused_by_triton(client):

@@ -4,15 +4,21 @@ not meaningful relevance, only reproducible), and each bad request refused with 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
+import signal
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import tritonclient.grpc as grpcclient
+import tritonclient.grpc.aio as grpcaio
 from transformers import AutoTokenizer
 from tritonclient.utils import InferenceServerException
 
@@ -177,6 +183,107 @@ def post(server, path: str, body: dict) -> tuple[int, object]:
             return r.status, json.loads(r.read())
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read())
+
+
+def backlog_s(metrics_url: str, model: str) -> float | None:
+    """The model's bertserve_queue_backlog_seconds (predicted work queued and in flight), None when not published."""
+    text = urllib.request.urlopen(f"http://{metrics_url}/metrics", timeout=5).read().decode()
+    found = re.search(r'^bertserve_queue_backlog_seconds\{model="' + model + r'"\} (\S+)$', text, re.M)
+    return float(found[1]) if found else None
+
+
+def hurried_behind_bulk(server, model: str, bulk: list[list], hurried: list) -> tuple[list, str]:
+    """The `bulk` requests (each its InferInputs) sent at once with a minute's timeout each, then, once the backlog
+    gauge shows work admitted, one request with a 1 ms timeout: the bulk's results (an exception where one
+    failed) and the hurried request's status and message ("ok" if it was served)."""
+
+    async def run() -> tuple[list, str]:
+        client = grpcaio.InferenceServerClient(server.grpc_url)
+        try:
+            sent = [asyncio.ensure_future(client.infer(model, inputs, timeout=60_000_000)) for inputs in bulk]
+            deadline = time.monotonic() + 30
+            while not (await asyncio.to_thread(backlog_s, server.metrics_url, model) or 0) > 0:
+                assert time.monotonic() < deadline, "the bulk never showed in the backlog gauge"
+                await asyncio.sleep(0.005)
+            try:
+                await client.infer(model, hurried, timeout=1000)
+                outcome = "ok"
+            except InferenceServerException as e:
+                outcome = f"{e.status()}: {e.message()}"
+            return await asyncio.gather(*sent, return_exceptions=True), outcome
+        finally:
+            await client.close()
+
+    return asyncio.run(run())
+
+
+def bytes_input(name: str, values: list[bytes], shape: list[int]) -> grpcaio.InferInput:
+    tensor = grpcaio.InferInput(name, shape, "BYTES")
+    tensor.set_data_from_numpy(np.array(values, dtype=np.object_).reshape(shape))
+    return tensor
+
+
+def assert_refused_for_the_work_ahead(outcome: str, model: str) -> None:
+    assert outcome.startswith(f"StatusCode.UNAVAILABLE: {model} is overloaded: "), outcome
+    assert re.search(r"\d+\.\d ms of work is queued ahead of this request", outcome), outcome
+    assert "past its deadline of 1.0 ms" in outcome, outcome
+
+
+def failures(metrics_url: str, model: str, reason: str) -> float:
+    text = urllib.request.urlopen(f"http://{metrics_url}/metrics", timeout=5).read().decode()
+    found = re.search(rf'^bertserve_failures_total{{model="{model}",reason="{reason}"}} (\S+)$', text, re.M)
+    assert found, f"no bertserve_failures_total for {model} {reason}"
+    return float(found[1])
+
+
+def test_a_request_whose_timeout_the_queued_work_passes_is_refused_at_once(server, reference):
+    texts = corpus()
+    documents = [" ".join(texts[i : i + 4]) for i in range(32)]  # 32 pairs of some 60-100 tokens
+    queries = [texts[40 + k] for k in range(4)]
+    bulk = [
+        [bytes_input("QUERY", [q.encode()], [1, 1]), bytes_input("DOCUMENTS", [d.encode() for d in documents], [1, 32])]
+        for q in queries
+    ]
+    hurried = [bytes_input("QUERY", [b"q"], [1, 1]), bytes_input("DOCUMENTS", [b"a short document"], [1, 1])]
+    refused_before = failures(server.metrics_url, "rerank", "queue_full")
+    started = time.monotonic()
+    results, outcome = hurried_behind_bulk(server, "rerank", bulk, hurried)
+    assert_refused_for_the_work_ahead(outcome, "rerank")
+    assert failures(server.metrics_url, "rerank", "queue_full") == refused_before + 1
+    for query, result in zip(queries, results, strict=True):
+        assert not isinstance(result, Exception), result  # a minute to spare: served, none INTERNAL
+        served = result.as_numpy("SCORES").reshape(-1)
+        assert np.abs(served - eager(reference, query, documents, "longest_first")).max() <= MAX_ABS_DIFF
+    assert time.monotonic() - started < 60
+    assert http_status(f"http://{server.http_url}/v2/health/ready") == 200
+    assert backlog_s(server.metrics_url, "rerank") == pytest.approx(0.0, abs=1e-9)  # nothing queued or in flight
+
+
+def test_sigterm_serves_the_queued_requests_before_the_server_exits(rerank_repository, tmp_path):
+    """The backend's queue, not Triton's, holds the requests: unloading drains it, each request answered."""
+    srv = start_server(rerank_repository, tmp_path / "tritonserver.log")
+    try:
+        wait_ready(srv.http_url, srv.process, READY_TIMEOUT_S)
+        documents = [t.encode() for t in corpus()[:32]]
+
+        async def run() -> tuple[int, list]:
+            client = grpcaio.InferenceServerClient(srv.grpc_url)
+            inputs = [bytes_input("QUERY", [b"a query"], [1, 1]), bytes_input("DOCUMENTS", documents, [1, 32])]
+            await client.infer("rerank", inputs)  # connected before the burst
+            burst = [asyncio.ensure_future(client.infer("rerank", inputs, timeout=60_000_000)) for _ in range(6)]
+            _, pending = await asyncio.wait(burst, return_when=asyncio.FIRST_COMPLETED)
+            srv.process.send_signal(signal.SIGTERM)
+            results = await asyncio.gather(*burst, return_exceptions=True)
+            await client.close()
+            return len(pending), results
+
+        in_flight, results = asyncio.run(run())
+        assert in_flight > 0, "every request finished before SIGTERM: nothing was left to drain"
+        assert not [r for r in results if isinstance(r, Exception)], results
+        assert all(np.array_equal(r.as_numpy("SCORES"), results[0].as_numpy("SCORES")) for r in results)
+        assert srv.process.wait(timeout=60) == 0
+    finally:
+        stop_server(srv)
 
 
 def test_tei_rerank_route_ranks_by_the_models_scores(server, reference):

@@ -65,7 +65,22 @@ def lib():
         ctypes.c_double, ctypes.c_double, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_double,
         ctypes.c_int64, ctypes.c_int64,
     ]  # fmt: skip
+    lib.bertserve_cost_request.argtypes = [
+        ctypes.c_double, ctypes.c_double, ctypes.c_int64, ctypes.c_int64, ctypes.c_int,
+        ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t,
+        ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int64),
+    ]  # fmt: skip
     return lib
+
+
+def request_cost(lib, alone: bool, rows: list[int], seqs: list[int]) -> tuple[float, float, int]:
+    """(work, own forward) in ms and padded tokens of a request under the 2 ms / 12 ms fit, max_batch 32."""
+    work, own, tokens = ctypes.c_double(), ctypes.c_double(), ctypes.c_int64()
+    lib.bertserve_cost_request(
+        2e-3, 12e-3, 32, 128, int(alone), (ctypes.c_int64 * len(rows))(*rows), (ctypes.c_int64 * len(seqs))(*seqs),
+        len(seqs), ctypes.byref(work), ctypes.byref(own), ctypes.byref(tokens),
+    )  # fmt: skip
+    return work.value * 1e3, own.value * 1e3, tokens.value
 
 
 def test_a_request_is_refused_when_the_work_ahead_would_make_it_miss_its_deadline(lib):
@@ -159,3 +174,34 @@ def test_a_batch_that_misses_its_deadline_anyway_is_filled(lib):
     assert q.offer(1, deadline_ms=60_000, work_ms=20, rows=16)[0]
     assert q.offer(2, deadline_ms=10, work_ms=1)[0]
     assert q.take(now_ms=9.5)[0] == [2, 1]  # 0.5 ms left for a 1 ms forward: holding the bulk back saves nothing
+
+
+def forward_ms(lib, batch: int, seq: int) -> float:
+    return lib.bertserve_cost_fit_forward(2e-3, 12e-3, 32, 128, 0, 1.0, batch, seq) * 1e3
+
+
+def test_a_request_served_alone_asks_all_of_its_forwards_time_under_load_too(lib):
+    # rerank: 1 query x 20 documents in forwards of at most 8 pairs, padded to each forward's longest pair
+    work, own, tokens = request_cost(lib, True, [8, 8, 4], [40, 64, 20])
+    expected = forward_ms(lib, 8, 40) + forward_ms(lib, 8, 64) + forward_ms(lib, 4, 20)
+    assert own == pytest.approx(expected) and work == pytest.approx(expected)  # no batch to share: all its own
+    assert tokens == 8 * 64 + 8 * 64 + 4 * 32  # padded to the length buckets
+    # embed's rows share full batches with other requests': under load each row takes its share only
+    shared, alone, _ = request_cost(lib, False, [0, 0, 0], [40, 64, 20])
+    assert shared < alone == pytest.approx(forward_ms(lib, 3, 64))
+
+
+def test_requests_served_alone_are_taken_one_at_a_time_and_refused_behind_one_in_flight(lib):
+    q = Queue(lib)
+    work, own, tokens = request_cost(lib, True, [8, 8, 8, 8], [64, 64, 64, 64])  # 32 documents of ~60 tokens
+    for i in (1, 2):
+        assert q.offer(i, deadline_ms=60_000, work_ms=work, own_ms=own, rows=32, tokens=tokens)[0]
+    assert q.take(max_rows=1, max_tokens=1)[0] == [1]  # one request at a time: its rows are already a batch
+    # due before the queued one, but the one in flight and its own forwards take longer than its 5 ms
+    admitted, ahead = q.offer(3, deadline_ms=5, work_ms=work, own_ms=own, rows=32, tokens=tokens, hard=True)
+    assert not admitted and ahead == pytest.approx(work)
+    assert q.backlog_ms() == pytest.approx(2 * work)
+    q.done(work)
+    assert q.take(max_rows=1, max_tokens=1)[0] == [2]
+    q.done(work)
+    assert q.backlog_ms() == 0.0

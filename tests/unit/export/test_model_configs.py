@@ -12,8 +12,10 @@ from export.model_configs import (
     QueuePolicy,
     ServingShape,
     bert_config,
+    classify_config,
     parse,
     render,
+    rerank_config,
     tokenizer_config,
 )
 from serving.contract import native
@@ -55,6 +57,17 @@ def test_the_native_encoder_sheds_itself_without_a_queue_policy(kind):
     assert config.parameters["max_batch_tokens"].string_value == str(32 * 128)  # the rows bind by default
     assert config.dynamic_batching.max_queue_delay_microseconds == 0  # it batches what queues during a forward
     unbounded = parse(render(native_bert(dataclasses.replace(SHAPE, queue=None))))
+    assert unbounded.parameters["deadline_us"].string_value == str(NO_DEADLINE_US)
+
+
+@pytest.mark.parametrize(
+    "config", [lambda shape: rerank_config(shape), lambda shape: classify_config(shape, 0, {0: "no", 1: "yes"})]
+)
+def test_the_sequence_tasks_are_admitted_by_deadline_as_the_native_encoder(config):
+    generated = parse(render(config(SHAPE)))
+    assert generated.parameters["deadline_us"].string_value == "10000"
+    assert not generated.HasField("dynamic_batching")  # one request already holds its rows
+    unbounded = parse(render(config(dataclasses.replace(SHAPE, queue=None))))
     assert unbounded.parameters["deadline_us"].string_value == str(NO_DEADLINE_US)
 
 

@@ -10,10 +10,10 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-from export import cross_encoder, native_tokenizer, rerank, tasks
+from export import cross_encoder, model_configs, native_tokenizer, rerank, tasks
 from export.__main__ import _task
 from export.checkpoint import minilm_path
-from export.config import ExportConfig
+from export.config import DEFAULT_DEADLINE_US, ExportConfig
 from export.errors import ConfigError
 from tests.unit.conftest import TINY
 
@@ -96,6 +96,8 @@ def test_the_config_takes_a_query_and_documents(rerank_repository):
     text = (rerank_repository / "rerank" / "config.pbtxt").read_text()
     for piece in ('name: "QUERY"', 'name: "DOCUMENTS"', 'name: "SCORES"', 'backend: "bertserve"', '"rerank"'):
         assert piece in text, piece
+    # admitted by the backend's scheduler against the CPU's default deadline, as the native encoder is
+    assert model_configs.parse(text).parameters["deadline_us"].string_value == str(DEFAULT_DEADLINE_US["cpu"])
 
 
 def drift(monkeypatch) -> None:
