@@ -8,7 +8,8 @@
 # serve: one server; bench.rerank_served (rerank 1 x 32 documents beside embed of the same 32 texts, over gRPC and
 # the gateway's routes), then perf_analyzer on one text a request at concurrency 64 over gRPC and over HTTP, whose
 # frontends have 2 and 8 infer threads; then two servers on the GPU, each at concurrency 32 over gRPC.
-# Carries .whl and .gpu (`bash bench/gpu_bundle.sh`). Knobs (env): REQUESTS (300).
+# Carries .whl and .gpu (`bash bench/gpu_bundle.sh`). Knobs (env): REQUESTS (300); EMBED=0: the reranker alone
+# (no embedder, no one-text loads); RERANK_PRECISION: the reranker's precisions (export's default: fp32+fp16).
 source bench/gpu_venv.sh
 repo=build/gpu-tasks
 checkpoint=/tmp/seeded-bert-base-rerank
@@ -17,9 +18,11 @@ prepare() {
   [ -f build/backend/libtriton_bertserve.so ] || build_backend || return 1
   PYTHONPATH=/tmp/export-site python3 -c 'import sys; from pathlib import Path; from export import cross_encoder
 cross_encoder.build_seeded(Path(sys.argv[1]), body="bert-base")' "$checkpoint" || return 1
-  local start=$SECONDS
+  local start=$SECONDS embed=""
+  [ "${EMBED:-1}" = 0 ] || embed="--model embed=bert-base,precision=fp16"
+  # shellcheck disable=SC2086 # $embed: one option and its value, or nothing
   PYTHONPATH=/tmp/export-site timeout "${EXPORT_TIMEOUT_S:-560}" python3 -m export --execution-env "$venv" \
-    --target cuda --model embed=bert-base,precision=fp16 --model "rerank=$checkpoint" --max-batch 128 \
+    --target cuda $embed --model "rerank=$checkpoint${RERANK_PRECISION:+,precision=$RERANK_PRECISION}" --max-batch 128 \
     --max-seq 128 --max-queue-delay-us 0 --encoder-backend native --skip onnx,torchscript --output "$repo" \
     >"$out/tasks-export.log" 2>&1
   tail -8 "$out/tasks-export.log"
@@ -43,8 +46,12 @@ repo, requests = Path(sys.argv[1]).resolve(), sys.argv[2]
 log = Path("/tmp/tasks-server.log")
 with processes.running(repo, log) as server:
     print([line for line in log.read_text().splitlines() if "rerank" in line and "loaded" in line][-2:], flush=True)
-    urls = ["--rerank-url", server.grpc_url, "--embed-url", server.grpc_url, "--gateway-url", server.gateway_url]
+    embed = (repo / "embed").is_dir()
+    urls = ["--rerank-url", server.grpc_url, "--gateway-url", server.gateway_url]
+    urls += ["--embed-url", server.grpc_url] if embed else []
     subprocess.run([sys.executable, "-m", "bench.rerank_served", *urls, "--requests", requests], check=False)
+    if not embed:
+        sys.exit(0)
     binary, libdir = ensure_perf_analyzer(Path("build"))
     data = Path("/tmp/tasks-one-text.json")
     data.write_text(json.dumps(perf_analyzer_input_data(build_pool(LoadTestConfig(payload="corpus"), "text"))))
