@@ -34,7 +34,7 @@ print("rerank manifest:", json.dumps({k: m.get(k) for k in ("precision", "servin
 }
 
 serve() {
-  timeout 400 "$py" - "$repo" "${REQUESTS:-300}" <<'PY' 2>&1 | grep -v ' INFO '
+  timeout 400 "$py" - "$repo" "${REQUESTS:-300}" "$checkpoint" <<'PY' 2>&1 | grep -v ' INFO '
 import json, subprocess, sys, threading
 from pathlib import Path
 from loadtest.config import LoadTestConfig
@@ -46,6 +46,26 @@ repo, requests = Path(sys.argv[1]).resolve(), sys.argv[2]
 log = Path("/tmp/tasks-server.log")
 with processes.running(repo, log) as server:
     print([line for line in log.read_text().splitlines() if "rerank" in line and "loaded" in line][-2:], flush=True)
+    # The served scores against transformers' own model (fp32, eager) on the benchmark's query and documents.
+    try:
+        import numpy as np, torch, tritonclient.grpc as grpcclient
+        from bench.rerank_served import _bytes_input, documents
+        from export import cross_encoder
+        from transformers import AutoTokenizer
+        query, docs = documents()
+        got = grpcclient.InferenceServerClient(server.grpc_url).infer(
+            "rerank", [_bytes_input("QUERY", [query], [1, 1]), _bytes_input("DOCUMENTS", docs, [1, len(docs)])]
+        ).as_numpy("SCORES").reshape(-1)
+        model = cross_encoder.CrossEncoder(cross_encoder.load(Path(sys.argv[3]))).cuda()
+        enc = AutoTokenizer.from_pretrained(sys.argv[3])([query] * len(docs), docs, truncation="longest_first",
+                                                         max_length=128, padding=True, return_tensors="pt").to("cuda")
+        with torch.no_grad():
+            want = model(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"]).cpu().numpy()
+        order = lambda x: np.argsort(np.argsort(-x))
+        print("served vs eager fp32: max abs diff", float(np.abs(got - want).max()), "score range",
+              float(want.min()), float(want.max()), "rank agreement", float(np.mean(order(got) == order(want))), flush=True)
+    except Exception as e:  # noqa: BLE001 - the comparison is a report: the timings still run
+        print("served vs eager fp32: failed:", repr(e)[-400:], flush=True)
     embed = (repo / "embed").is_dir()
     urls = ["--rerank-url", server.grpc_url, "--gateway-url", server.gateway_url]
     urls += ["--embed-url", server.grpc_url] if embed else []
