@@ -5,9 +5,10 @@
 # (export/cross_encoder.py: no reranker weights ship; its scores time the path, they rank nothing), exported for
 # CUDA beside BERT-base's embedder (fp16) into one repository; the reranker as export chooses (fp32 and fp16, each
 # gated; the manifest says which serves and why).
-# serve: one server; bench.rerank_served (rerank 1 x 32 documents beside embed of the same 32 texts, over gRPC and
-# the gateway's routes), then perf_analyzer on one text a request at concurrency 64 over gRPC and over HTTP, whose
-# frontends have 2 and 8 infer threads; then two servers on the GPU, each at concurrency 32 over gRPC.
+# serve: per value of the reranker's cuda_graphs parameter (GRAPHS: "false true"), one server: its scores against
+# transformers' model, bench.rerank_served (rerank 1 x 32 documents beside embed of the same 32 texts, over gRPC and
+# the gateway's routes); with the first value only, perf_analyzer on one text a request at concurrency 64 over gRPC
+# and over HTTP, whose frontends have 2 and 8 infer threads; then two servers on the GPU, each at concurrency 32.
 # Carries .whl and .gpu (`bash bench/gpu_bundle.sh`). Knobs (env): REQUESTS (300); EMBED=0: the reranker alone
 # (no embedder, no one-text loads); RERANK_PRECISION: the reranker's precisions (export's default: fp32+fp16).
 source bench/gpu_venv.sh
@@ -33,8 +34,25 @@ print("rerank manifest:", json.dumps({k: m.get(k) for k in ("precision", "servin
     "$repo/rerank/manifest.json"
 }
 
+graphs() {  # $1: true or false, the reranker's cuda_graphs parameter, recorded in its manifest
+  local config="$repo/rerank/config.pbtxt"
+  sed -i '/key: "cuda_graphs"/d' "$config"
+  echo "parameters { key: \"cuda_graphs\" value { string_value: \"$1\" } }" >>"$config"
+  "$py" -c 'import sys; from pathlib import Path; from reliability.copies import record_config
+record_config(Path(sys.argv[1]))' "$repo/rerank"
+}
+
 serve() {
-  timeout 400 "$py" - "$repo" "${REQUESTS:-300}" "$checkpoint" <<'PY' 2>&1 | grep -v ' INFO '
+  local g
+  for g in ${GRAPHS:-false true}; do
+    echo "== the reranker with cuda_graphs $g $(date +%T)"
+    graphs "$g" || return 1
+    one "$g"
+  done
+}
+
+one() {  # $1: the reranker's cuda_graphs; the one-text loads run with the first only
+  timeout 400 "$py" - "$repo" "${REQUESTS:-300}" "$checkpoint" "$1" "${GRAPHS:-false true}" <<'PY' 2>&1 | grep -v ' INFO '
 import json, subprocess, sys, threading
 from pathlib import Path
 from loadtest.config import LoadTestConfig
@@ -70,7 +88,7 @@ with processes.running(repo, log) as server:
     urls = ["--rerank-url", server.grpc_url, "--gateway-url", server.gateway_url]
     urls += ["--embed-url", server.grpc_url] if embed else []
     subprocess.run([sys.executable, "-m", "bench.rerank_served", *urls, "--requests", requests], check=False)
-    if not embed:
+    if not embed or sys.argv[4] != sys.argv[5].split()[0]:
         sys.exit(0)
     binary, libdir = ensure_perf_analyzer(Path("build"))
     data = Path("/tmp/tasks-one-text.json")

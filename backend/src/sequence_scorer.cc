@@ -81,7 +81,7 @@ std::unique_ptr<RowScorer> RowScorer::Load(const ModelSettings& s, const std::st
   try {
     const c10::Device d(device);
 #ifdef BERTSERVE_CUDA
-    if (d.is_cuda()) return LoadGraphScorer(s, d);
+    if (d.is_cuda() && s.cuda_graphs) return LoadGraphScorer(s, d);
 #endif
     return std::make_unique<ModuleScorer>(s, d);
   } catch (const std::exception& e) {

@@ -2,7 +2,8 @@
 // (rerank: one score; classify: a logit per label), through the AOTInductor package export wrote
 // (export/rerank.py). A forward runs on the calling thread: on the CPU the instance calls it from a thread of the
 // shared compute pool (compute_pool.h), so its OpenMP team never outnumbers the CPUs beside the embed models'. On
-// CUDA it replays a CUDA graph per (batch, length) bucket, every one captured at load (sequence_scorer_cuda.cc).
+// CUDA, with the model's `cuda_graphs` parameter "true", it replays a CUDA graph per (batch, length) bucket, every
+// one captured at load (sequence_scorer_cuda.cc).
 #pragma once
 
 #include <memory>

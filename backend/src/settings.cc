@@ -187,6 +187,11 @@ ModelSettings ReadSettings(const std::string& name, const fs::path& dir, const s
     throw Invalid(name + ": parameter queue_order must be \"deadline\" or \"arrival\", got \"" + order + "\"");
   }
   s.queue_by_arrival = order == "arrival";
+  const std::string graphs = Parameter(config, "cuda_graphs", "false");
+  if (graphs != "true" && graphs != "false") {
+    throw Invalid(name + ": parameter cuda_graphs must be \"true\" or \"false\", got \"" + graphs + "\"");
+  }
+  s.cuda_graphs = graphs == "true";
   if (auto warmup = config.find("model_warmup"); warmup != config.end() && warmup->is_array()) {
     for (const json& sample : *warmup) {
       const int64_t batch = sample.value("batch_size", int64_t{1}), count = sample.value("count", int64_t{1});

@@ -27,6 +27,10 @@ struct ModelSettings {
   uint64_t deadline_us = 0;
   int64_t max_batch_tokens = 0;
   bool queue_by_arrival = false;  // `queue_order`: "deadline" (earliest first, the default) or "arrival"
+  // `cuda_graphs` ("true" / "false", the default): the sequence tasks' scorer replays a CUDA graph per bucket on
+  // CUDA (sequence_scorer_cuda.cc) instead of running its package eagerly. Not yet measured on a GPU: off until it
+  // is. The embed runtime always replays graphs.
+  bool cuda_graphs = false;
   // The requests Triton sends each instance to warm it up (model_warmup: batch_size x count per sample).
   int64_t warmup_requests = 0;
 };

@@ -17,7 +17,7 @@ from tritonclient.utils import InferenceServerException
 
 from export.model_configs import QueuePolicy
 from reliability import processes
-from reliability.copies import linked_copy, replace_file, rewrite_config
+from reliability.copies import linked_copy, record_config, replace_file, rewrite_config
 from serving.contract import native
 from serving.contract.manifest import sha256
 from tests.integration.conftest import NATIVE_ONLY, native_only_copy
@@ -271,6 +271,18 @@ def test_a_deadline_past_a_day_is_refused_at_load(exported_repository, tmp_path)
     rewrite_config(repo / "bert", QueuePolicy(max_queue_size=1, timeout_us=10**17))
     error = _load_error(repo, tmp_path / "server.log", "bert")
     assert "parameter deadline_us must be at most 86400000000 (a day), got 100000000000000000" in error
+
+
+def test_a_cuda_graphs_setting_other_than_true_or_false_is_refused_at_load(exported_repository, tmp_path):
+    repo = native_only_copy(exported_repository, tmp_path)
+    config = (repo / "bert" / "config.pbtxt").read_text()
+    replace_file(
+        repo / "bert" / "config.pbtxt",
+        (config + '\nparameters { key: "cuda_graphs" value { string_value: "yes" } }\n').encode(),
+    )
+    record_config(repo / "bert")
+    error = _load_error(repo, tmp_path / "server.log", "bert").replace("\\", "")  # the log escapes quotes
+    assert 'parameter cuda_graphs must be "true" or "false", got "yes"' in error
 
 
 def test_the_tokenizer_model_keeps_its_contract(triton_server):
