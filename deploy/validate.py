@@ -248,6 +248,7 @@ KNOWN_METRICS = (
         "bertserve_truncated_total",
         "bertserve_failures_total",
         "bertserve_queue_backlog_seconds",
+        "bertserve_deadline_seconds",
         "loadtest_requests_total",
     }
     | _summary("nv_inference_request_summary_us")

@@ -25,7 +25,7 @@ void Record(TRITONSERVER_Error* (*update)(TRITONSERVER_Metric*, double), TRITONS
 
 }  // namespace
 
-Metrics::Metrics(const std::string& model) {
+Metrics::Metrics(const std::string& model, double deadline_s) {
   try {
     auto* request = Family(TRITONSERVER_METRIC_KIND_HISTOGRAM, "request_duration_seconds",
                            "Per request, from the model's execute() entry to its response being sent "
@@ -42,6 +42,9 @@ Metrics::Metrics(const std::string& model) {
     auto* backlog = Family(TRITONSERVER_METRIC_KIND_GAUGE, "queue_backlog_seconds",
                            "Predicted compute seconds queued and in flight per serving lane: how long a request "
                            "arriving now would wait before its batch starts");
+    auto* deadline = Family(TRITONSERVER_METRIC_KIND_GAUGE, "deadline_seconds",
+                            "The model's default deadline: a request that sends no timeout is refused at once when "
+                            "the queued work predicts it would finish later");
     const std::map<std::string, std::string> labels{{"model", model}};
     request_ = Child(request, labels, &kLatencyBuckets);
     for (const auto& [s, name] : kStages) stages_[s] = Child(stage, {{"model", model}, {"stage", name}}, &kLatencyBuckets);
@@ -50,6 +53,8 @@ Metrics::Metrics(const std::string& model) {
     tokens_ = Child(tokens, labels, nullptr);
     truncated_ = Child(truncated, labels, nullptr);
     backlog_ = Child(backlog, labels, nullptr);
+    deadline_ = Child(deadline, labels, nullptr);
+    Record(TRITONSERVER_MetricSet, deadline_, deadline_s);
     for (size_t r = 0; r < kFailureReasonCount; ++r) {
       const char* reason = FailureName(static_cast<FailureReason>(r));
       failures_[r] = Child(failures, {{"model", model}, {"reason", reason}}, nullptr);

@@ -18,8 +18,9 @@ enum class Stage { kTokenize, kCollate, kInfer, kRespond };
 
 class Metrics {
  public:
-  // Never throws: where the server has metrics off, the model serves without them (logged once).
-  explicit Metrics(const std::string& model);
+  // Never throws: where the server has metrics off, the model serves without them (logged once). `deadline_s`:
+  // the model's default deadline, published once as a gauge beside the backlog, for the saturation alert.
+  Metrics(const std::string& model, double deadline_s);
   ~Metrics();
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
@@ -48,6 +49,7 @@ class Metrics {
   TRITONSERVER_Metric* tokens_ = nullptr;
   TRITONSERVER_Metric* truncated_ = nullptr;
   TRITONSERVER_Metric* backlog_ = nullptr;
+  TRITONSERVER_Metric* deadline_ = nullptr;
   std::array<TRITONSERVER_Metric*, kFailureReasonCount> failures_{};
 };
 

@@ -57,10 +57,11 @@ def test_torchscript_artifact_serves_the_same_embeddings(exported_repository, tr
     assert (np.sum(a * b, axis=1) >= 0.9999).all()
 
 
-async def _backlog_s(metrics_url: str, model: str) -> float:
-    """The model's bertserve_queue_backlog_seconds: the predicted work queued and in flight."""
+async def _gauge(metrics_url: str, model: str, gauge: str = "queue_backlog_seconds") -> float:
+    """The model's bertserve_queue_backlog_seconds (the predicted work queued and in flight), or another of its
+    ``bertserve_`` gauges; 0 when not published."""
     text = await asyncio.to_thread(lambda: urllib.request.urlopen(f"http://{metrics_url}/metrics").read().decode())
-    found = re.search(r'^bertserve_queue_backlog_seconds\{model="' + model + r'"\} (\S+)$', text, re.M)
+    found = re.search(rf'^bertserve_{gauge}\{{model="{model}"\}} (\S+)$', text, re.M)
     return float(found[1]) if found else 0.0
 
 
@@ -83,7 +84,7 @@ async def _burst(
         busy = asyncio.ensure_future(one(32, 128, None)) if behind else None
         await asyncio.sleep(behind / 1000)
         for _ in range(200):  # a busy machine may take longer than `behind` to admit it
-            if not metrics_url or await _backlog_s(metrics_url, "bert") > 0:
+            if not metrics_url or await _gauge(metrics_url, "bert") > 0:
                 break
             await asyncio.sleep(0.01)
         out = await asyncio.gather(*[one(1, tokens, timeout_us) for _ in range(n)])
@@ -106,6 +107,8 @@ def test_requests_are_admitted_by_queued_work_against_their_deadline(exported_re
         # A client's own deadline shorter than the work ahead of it: refused at once.
         hurried = asyncio.run(_burst(server.grpc_url, 2, 16, timeout_us=1000, behind=5, metrics_url=server.metrics_url))
         after = asyncio.run(_burst(server.grpc_url, 1, 16))
+        deadline_s = asyncio.run(_gauge(server.metrics_url, "bert", "deadline_seconds"))
+    assert deadline_s == 0.02  # published for the saturation alert, which compares the backlog with it
     refused = [r for r in crowd if r != "ok"]
     assert "ok" in crowd and refused, crowd
     assert all(r.startswith("StatusCode.UNAVAILABLE: bert is overloaded: ") for r in refused), refused
