@@ -67,6 +67,48 @@ void ComputePool::Work() {
   }
 }
 
+PoolTurns::PoolTurns(ComputePool& pool, std::string name, std::function<void()> serve, std::function<bool()> busy)
+    : pool_(pool), name_(std::move(name)), serve_(std::move(serve)), busy_(std::move(busy)) {}
+
+void PoolTurns::Wake() noexcept {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (posted_) return;
+    posted_ = true;
+  }
+  Post();
+}
+
+void PoolTurns::Drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  idle_.wait(lock, [this] { return !posted_; });
+}
+
+void PoolTurns::Post() noexcept {
+  try {
+    pool_.Post([this] { Turn(); });
+    return;
+  } catch (const std::exception& e) {
+    BERTSERVE_LOG(ERROR, name_ + ": cannot post to the compute pool: " + e.what());
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  posted_ = false;
+  idle_.notify_all();  // under the lock: a Drain that returns may destroy this object
+}
+
+void PoolTurns::Turn() noexcept {
+  serve_();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    posted_ = busy_();
+    if (!posted_) {
+      idle_.notify_all();  // under the lock: a Drain that returns may destroy this object
+      return;
+    }
+  }
+  Post();
+}
+
 namespace {
 std::mutex pools_mutex;
 std::map<int, std::unique_ptr<ComputePool>> pools;

@@ -10,8 +10,11 @@
 
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <functional>
+#include <future>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -28,6 +31,19 @@ class ComputePool {
   // Runs `task` on a pool thread, after the tasks posted before it. A task should not throw: one that does is
   // logged and dropped, and whatever it held is unwound (a Pending it owned answers its client as it goes).
   void Post(std::function<void()> task);
+  // Runs `task` on a pool thread and waits for it: its result, or its exception rethrown here.
+  template <class F>
+  auto Call(F task) -> decltype(task()) {
+    std::promise<decltype(task())> done;
+    Post([&task, &done] {
+      try {
+        done.set_value(task());
+      } catch (...) {
+        done.set_exception(std::current_exception());
+      }
+    });
+    return done.get_future().get();
+  }
 
  private:
   void Work();
@@ -37,6 +53,28 @@ class ComputePool {
   std::deque<std::function<void()>> queue_;
   bool stopping_ = false;
   std::vector<std::thread> workers_;
+};
+
+// A CPU instance's turns on a pool: Wake posts its `serve` step unless one is posted already; after each step the
+// next is posted while `busy` says work is left, to the back of the pool's queue (models and instances take turns).
+// `serve` and `busy` must not throw. A step that cannot be posted is logged; the next Wake tries again.
+class PoolTurns {
+ public:
+  PoolTurns(ComputePool& pool, std::string name, std::function<void()> serve, std::function<bool()> busy);
+  void Wake() noexcept;
+  void Drain();  // waits until no step is posted (call once nothing wakes it any more)
+
+ private:
+  void Post() noexcept;
+  void Turn() noexcept;
+
+  ComputePool& pool_;
+  std::string name_;
+  std::function<void()> serve_;
+  std::function<bool()> busy_;
+  std::mutex mutex_;
+  std::condition_variable idle_;
+  bool posted_ = false;
 };
 
 // Names the calling thread (at most 15 characters are kept).

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <future>
 
 #include "fault.h"
 #include "triton_util.h"
@@ -49,13 +48,8 @@ InstanceState::InstanceState(ModelState* model, TRITONBACKEND_ModelInstance* ins
     : model_(model), instance_(instance), device_(std::move(device)), warmup_left_(model->settings().warmup_requests) {}
 
 std::unique_ptr<InstanceState> InstanceState::Create(ModelState* model, TRITONBACKEND_ModelInstance* instance) {
-  TRITONSERVER_InstanceGroupKind kind;
-  int32_t device_id = 0;
-  Check(TRITONBACKEND_ModelInstanceKind(instance, &kind), "instance kind");
-  Check(TRITONBACKEND_ModelInstanceDeviceId(instance, &device_id), "instance device");
-  const bool gpu = kind == TRITONSERVER_INSTANCEGROUPKIND_GPU;
-  std::unique_ptr<InstanceState> state(
-      new InstanceState(model, instance, gpu ? "cuda:" + std::to_string(device_id) : "cpu"));
+  std::unique_ptr<InstanceState> state(new InstanceState(model, instance, InstanceDevice(instance)));
+  const bool gpu = state->device_ != "cpu";
   state->gpu_ = gpu;
   const ModelSettings& s = model->settings();
   state->runtime_ = Runtime::Load(s, state->device_);
@@ -66,22 +60,17 @@ std::unique_ptr<InstanceState> InstanceState::Create(ModelState* model, TRITONBA
     // On a compute pool thread, as every CPU forward: a forward on this loading thread would give the process
     // an OpenMP team more than it has CPUs for, and libgomp then sleeps and wakes at every parallel region.
     state->pool_ = &SharedComputePool(s.threads);
-    std::promise<CostModel> measured;
-    state->pool_->Post([self, &measured] {
-      try {
-        measured.set_value(self->MeasureCosts());
-      } catch (...) {
-        measured.set_exception(std::current_exception());
-      }
-    });
-    model->scheduler().AddLane(measured.get_future().get());
+    model->scheduler().AddLane(state->pool_->Call([self] { return self->MeasureCosts(); }));
   }
   if (gpu) {
     model->PreparePool(), model->AnswerPool();  // made before the first request needs them
     state->feeder_ = std::thread([self] { self->Feed(); });
     state->completer_ = std::thread([self] { self->Complete(); });
   } else {
-    state->waker_ = model->scheduler().Subscribe([self] { self->Wake(); });
+    EmbedScheduler& scheduler = model->scheduler();
+    state->turns_ = std::make_unique<PoolTurns>(*state->pool_, s.name, [self] { self->ServeQueued(); },
+                                                [&scheduler] { return !scheduler.Idle(); });
+    state->waker_ = scheduler.Subscribe([self] { self->turns_->Wake(); });
   }
   BERTSERVE_LOG(INFO, s.name + ": instance loaded on " + state->device_);
   return state;
@@ -129,9 +118,8 @@ InstanceState::~InstanceState() {
     changed_.wait(lock, [this] { return answering_ == 0; });
   } else {
     scheduler.Unsubscribe(waker_);
-    Wake();  // what is still queued is served before the instance goes
-    std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [this] { return !posted_; });
+    turns_->Wake();  // what is still queued is served before the instance goes
+    turns_->Drain();
   }
 }
 
@@ -448,29 +436,6 @@ void InstanceState::Complete() {
   }
 }
 
-void InstanceState::Wake() noexcept {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (posted_) return;
-    posted_ = true;
-  }
-  PostServe();
-}
-
-void InstanceState::PostServe() noexcept {
-  try {
-    pool_->Post([this] { ServeQueued(); });
-    return;
-  } catch (const std::exception& e) {
-    BERTSERVE_LOG(ERROR, model_->settings().name + ": cannot post a batch: " + e.what());
-  }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    posted_ = false;
-  }
-  changed_.notify_all();
-}
-
 void InstanceState::ServeQueued() noexcept {
   EmbedScheduler& scheduler = model_->scheduler();
   Flight f;
@@ -495,18 +460,6 @@ void InstanceState::ServeQueued() noexcept {
   } catch (...) {
     if (taken && !done) scheduler.Done(f.work_s);
     Fail(f, "unknown exception");
-  }
-  bool again = false;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    again = !scheduler.Idle();
-    posted_ = again;
-  }
-  // The next batch goes to the back of the pool's queue: models and instances take turns.
-  if (again) {
-    PostServe();
-  } else {
-    changed_.notify_all();
   }
 }
 

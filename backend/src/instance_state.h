@@ -62,9 +62,7 @@ class InstanceState {
   void Fail(Flight& f, const std::string& what) noexcept;
   void Feed();        // CUDA: the feeder thread
   void Complete();    // CUDA: the completion thread
-  void Wake() noexcept;         // CPU: posts ServeQueued unless one is posted
-  void PostServe() noexcept;    // CPU: posts ServeQueued; where it cannot, clears posted_ (the next Wake tries again)
-  void ServeQueued() noexcept;  // CPU: one batch on a compute pool thread
+  void ServeQueued() noexcept;  // CPU: one batch on a compute pool thread (a turn of turns_)
 
   ModelState* model_;
   TRITONBACKEND_ModelInstance* instance_;
@@ -93,7 +91,7 @@ class InstanceState {
   std::thread feeder_, completer_;
   // CPU
   ComputePool* pool_ = nullptr;
-  bool posted_ = false;
+  std::unique_ptr<PoolTurns> turns_;
   int waker_ = -1;
 };
 

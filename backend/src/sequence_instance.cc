@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <future>
 
 #include "triton_util.h"
 
@@ -28,13 +27,8 @@ SequenceInstance::SequenceInstance(SequenceModel* model, TRITONBACKEND_ModelInst
       warmup_left_(model->settings().warmup_requests) {}
 
 std::unique_ptr<SequenceInstance> SequenceInstance::Create(SequenceModel* model, TRITONBACKEND_ModelInstance* instance) {
-  TRITONSERVER_InstanceGroupKind kind;
-  int32_t device_id = 0;
-  Check(TRITONBACKEND_ModelInstanceKind(instance, &kind), "instance kind");
-  Check(TRITONBACKEND_ModelInstanceDeviceId(instance, &device_id), "instance device");
-  const bool gpu = kind == TRITONSERVER_INSTANCEGROUPKIND_GPU;
-  std::unique_ptr<SequenceInstance> state(
-      new SequenceInstance(model, instance, gpu ? "cuda:" + std::to_string(device_id) : "cpu"));
+  std::unique_ptr<SequenceInstance> state(new SequenceInstance(model, instance, InstanceDevice(instance)));
+  const bool gpu = state->device_ != "cpu";
   state->gpu_ = gpu;
   const ModelSettings& s = model->settings();
   state->scorer_ = RowScorer::Load(s, state->device_);
@@ -45,16 +39,11 @@ std::unique_ptr<SequenceInstance> SequenceInstance::Create(SequenceModel* model,
   } else {
     // On a compute pool thread, as every CPU forward (compute_pool.h).
     state->pool_ = &SharedComputePool(s.threads);
-    std::promise<CostModel> measured;
-    state->pool_->Post([self, &measured] {
-      try {
-        measured.set_value(self->MeasureCosts());
-      } catch (...) {
-        measured.set_exception(std::current_exception());
-      }
-    });
-    model->scheduler().AddLane(measured.get_future().get());
-    state->waker_ = model->scheduler().Subscribe([self] { self->Wake(); });
+    model->scheduler().AddLane(state->pool_->Call([self] { return self->MeasureCosts(); }));
+    SequenceScheduler& scheduler = model->scheduler();
+    state->turns_ = std::make_unique<PoolTurns>(*state->pool_, s.name, [self] { self->ServeQueued(); },
+                                                [&scheduler] { return !scheduler.Idle(); });
+    state->waker_ = scheduler.Subscribe([self] { self->turns_->Wake(); });
   }
   BERTSERVE_LOG(INFO, s.name + ": instance loaded on " + state->device_);
   return state;
@@ -87,9 +76,8 @@ SequenceInstance::~SequenceInstance() {
     if (server_.joinable()) server_.join();
   } else if (pool_ != nullptr) {
     scheduler.Unsubscribe(waker_);
-    Wake();  // what is still queued is served before the instance goes
-    std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [this] { return !posted_; });
+    turns_->Wake();  // what is still queued is served before the instance goes
+    turns_->Drain();
   }
 }
 
@@ -206,29 +194,6 @@ void SequenceInstance::Serve() {
   }
 }
 
-void SequenceInstance::Wake() noexcept {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (posted_) return;
-    posted_ = true;
-  }
-  PostServe();
-}
-
-void SequenceInstance::PostServe() noexcept {
-  try {
-    pool_->Post([this] { ServeQueued(); });
-    return;
-  } catch (const std::exception& e) {
-    BERTSERVE_LOG(ERROR, model_->settings().name + ": cannot post a request: " + e.what());
-  }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    posted_ = false;
-  }
-  changed_.notify_all();
-}
-
 void SequenceInstance::ServeQueued() noexcept {
   SequenceScheduler& scheduler = model_->scheduler();
   try {
@@ -237,18 +202,6 @@ void SequenceInstance::ServeQueued() noexcept {
     for (size_t i = 0; i < jobs.size(); ++i) Run(*jobs[i], i == 0 ? work_s : 0.0);
   } catch (const std::exception& e) {  // what it took is unwound: each job answers as it goes
     BERTSERVE_LOG(ERROR, model_->settings().name + ": taking a request failed: " + e.what());
-  }
-  bool again = false;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    again = !scheduler.Idle();
-    posted_ = again;
-  }
-  // The next request goes to the back of the pool's queue: models and instances take turns.
-  if (again) {
-    PostServe();
-  } else {
-    changed_.notify_all();
   }
 }
 

@@ -11,9 +11,7 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
@@ -44,9 +42,7 @@ class SequenceInstance {
   // Runs the job's forwards and answers it; `work_s`: its predicted work, returned to the scheduler.
   void Run(SequenceJob& job, double work_s) noexcept;
   void Serve();                 // CUDA: the serving thread
-  void Wake() noexcept;         // CPU: posts ServeQueued unless one is posted
-  void PostServe() noexcept;    // CPU: posts ServeQueued; where it cannot, clears posted_ (the next Wake tries again)
-  void ServeQueued() noexcept;  // CPU: one request on a compute pool thread
+  void ServeQueued() noexcept;  // CPU: one request on a compute pool thread (a turn of turns_)
 
   SequenceModel* model_;
   TRITONBACKEND_ModelInstance* instance_;
@@ -56,13 +52,11 @@ class SequenceInstance {
   // Triton's warm-up requests come first, before the model is ready: admitted whatever the queue.
   int64_t warmup_left_ = 0;
 
-  std::mutex mutex_;
-  std::condition_variable changed_;
   std::atomic<bool> stopping_{false};
   std::thread server_;  // CUDA
   // CPU
   ComputePool* pool_ = nullptr;
-  bool posted_ = false;
+  std::unique_ptr<PoolTurns> turns_;
   int waker_ = -1;
 };
 

@@ -82,6 +82,15 @@ inline ModelSource ReadModelSource(TRITONBACKEND_Model* model) {
 }
 
 // Nanoseconds on the steady clock, the clock Triton's statistics expect.
+// The device an instance runs on: "cuda:N" for a GPU instance, else "cpu".
+inline std::string InstanceDevice(TRITONBACKEND_ModelInstance* instance) {
+  TRITONSERVER_InstanceGroupKind kind;
+  int32_t device_id = 0;
+  Check(TRITONBACKEND_ModelInstanceKind(instance, &kind), "instance kind");
+  Check(TRITONBACKEND_ModelInstanceDeviceId(instance, &device_id), "instance device");
+  return kind == TRITONSERVER_INSTANCEGROUPKIND_GPU ? "cuda:" + std::to_string(device_id) : "cpu";
+}
+
 inline uint64_t NowNs() {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
