@@ -15,7 +15,9 @@ from export.repository import SERVING_MODELS, file_hashes
 from serving.contract import native
 from serving.contract.manifest import MANIFEST, REPOSITORY_INDEX, sha256
 
-SHEDDING_MODELS = ("bert",)  # the tokenizer takes no queue policy (export/model_configs.py)
+# The models that shed: bert, and embed where it is one native model (an ensemble's steps shed, not the ensemble);
+# the tokenizer takes no queue policy (export/model_configs.py).
+SHEDDING_MODELS = ("embed", "bert")
 
 
 def linked_copy(src: Path, dst: Path) -> Path:
@@ -95,9 +97,12 @@ def python_tokenizer_copy(src: Path, dst: Path) -> Path:
 
 
 def shedding_copy(src: Path, dst: Path, policy: QueuePolicy | None) -> Path:
-    """A linked copy of src; with a policy, bert's config carries it instead of the exported one."""
+    """A linked copy of src; with a policy, the configs of the models that shed carry it instead of the exported
+    one."""
     linked_copy(src, dst)
     if policy is not None:
         for name in SHEDDING_MODELS:
-            rewrite_config(dst / name, policy)
+            config = dst / name / "config.pbtxt"
+            if config.is_file() and 'platform: "ensemble"' not in config.read_text():
+                rewrite_config(dst / name, policy)
     return dst

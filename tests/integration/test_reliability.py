@@ -21,6 +21,15 @@ def shedding_server(exported_repository, tmp_path):
         yield server
 
 
+def test_a_shedding_copy_gives_every_native_model_that_sheds_the_policys_deadline(exported_repository, tmp_path):
+    """The scenarios call embed, one native model: its deadline is the one under test, as bert's is."""
+    repo = shedding_copy(exported_repository, tmp_path / "repo", QueuePolicy.for_batch(32, timeout_us=123_000))
+    for model in ("embed", "bert"):
+        config = (repo / model / "config.pbtxt").read_text()
+        assert 'key: "deadline_us"\n  value {\n    string_value: "123000"' in config, (model, config)
+    assert (exported_repository / "embed" / "config.pbtxt").read_text() != (repo / "embed" / "config.pbtxt").read_text()
+
+
 def test_overload_is_shed_fast_with_unavailable_and_the_server_recovers(shedding_server):
     r = asyncio.run(scenarios.overload(shedding_server, factor=3.0, seconds=8.0))
     over = r["overload"]
