@@ -79,7 +79,15 @@ RequestError Error(FailureReason reason, std::string message) { return {reason, 
 
 }  // namespace
 
-std::vector<int64_t> LengthBuckets(int64_t max_seq) { return Doubling(16, max_seq); }
+std::vector<int64_t> LengthBuckets(int64_t max_seq) {
+  std::vector<int64_t> out;
+  for (int64_t b = 16; b < max_seq; b *= 2) {
+    out.push_back(b);
+    if (b >= 32 && b + b / 2 < max_seq) out.push_back(b + b / 2);
+  }
+  out.push_back(max_seq);
+  return out;
+}
 std::vector<int64_t> BatchBuckets(int64_t max_batch) { return Doubling(1, max_batch); }
 
 int64_t BucketFor(int64_t value, const std::vector<int64_t>& buckets) {

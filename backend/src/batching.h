@@ -57,7 +57,8 @@ struct TokenBatch {
   int64_t seq() const { return ids_shape.size() == 2 ? ids_shape[1] : 0; }
 };
 
-// 16, 32, 64, ... up to max_seq (always included).
+// 16, 32, 48, 64, 96, 128, ...: doubling, with the midpoint of each step from 32 on (a row pads by at most a
+// third past 32 tokens, not a half), up to max_seq (always included).
 std::vector<int64_t> LengthBuckets(int64_t max_seq);
 // 1, 2, 4, ... up to max_batch (always included).
 std::vector<int64_t> BatchBuckets(int64_t max_batch);

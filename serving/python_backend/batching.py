@@ -23,8 +23,14 @@ def _doubling(start: int, limit: int) -> list[int]:
 
 
 def length_buckets(max_seq: int) -> list[int]:
-    """16, 32, 64, ... up to max_seq (always included)."""
-    return _doubling(16, max_seq)
+    """16, 32, 48, 64, 96, 128, ...: doubling, with the midpoint of each step from 32 on (a row pads by at most a
+    third past 32 tokens, not a half), up to max_seq (always included)."""
+    out = []
+    for b in _doubling(16, max_seq)[:-1]:
+        out.append(b)
+        if b >= 32 and b + b // 2 < max_seq:
+            out.append(b + b // 2)
+    return [*out, max_seq]
 
 
 def batch_buckets(max_batch: int) -> list[int]:

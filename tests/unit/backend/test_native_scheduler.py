@@ -185,7 +185,7 @@ def test_a_request_served_alone_asks_all_of_its_forwards_time_under_load_too(lib
     work, own, tokens = request_cost(lib, True, [8, 8, 4], [40, 64, 20])
     expected = forward_ms(lib, 8, 40) + forward_ms(lib, 8, 64) + forward_ms(lib, 4, 20)
     assert own == pytest.approx(expected) and work == pytest.approx(expected)  # no batch to share: all its own
-    assert tokens == 8 * 64 + 8 * 64 + 4 * 32  # padded to the length buckets
+    assert tokens == 8 * 48 + 8 * 64 + 4 * 32  # padded to the length buckets (40 -> 48)
     # embed's rows share full batches with other requests': under load each row takes its share only
     shared, alone, _ = request_cost(lib, False, [0, 0, 0], [40, 64, 20])
     assert shared < alone == pytest.approx(forward_ms(lib, 3, 64))

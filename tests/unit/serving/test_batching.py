@@ -8,8 +8,10 @@ from serving.python_backend.errors import RequestError
 
 
 def test_buckets_cover_up_to_the_limit():
-    assert batching.length_buckets(256) == [16, 32, 64, 128, 256]
-    assert batching.length_buckets(100) == [16, 32, 64, 100]
+    assert batching.length_buckets(256) == [16, 32, 48, 64, 96, 128, 192, 256]
+    assert batching.length_buckets(100) == [16, 32, 48, 64, 96, 100]
+    assert batching.length_buckets(128) == [16, 32, 48, 64, 96, 128]
+    assert batching.length_buckets(16) == [16] and batching.length_buckets(40) == [16, 32, 40]
     assert batching.batch_buckets(32) == [1, 2, 4, 8, 16, 32]
     assert batching.batch_buckets(12) == [1, 2, 4, 8, 12]
     assert batching.bucket_for(17, [16, 32]) == 32 and batching.bucket_for(16, [16, 32]) == 16
