@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import shutil
 import signal
 import sys
@@ -61,6 +62,11 @@ def _parser() -> argparse.ArgumentParser:
             help="serve with this default deadline (the native models; Triton's queue timeout for the Python "
             "encoder) instead of the exported one",
         )  # fmt: skip
+        cmd.add_argument(
+            "--server-cpus", type=processes.parse_cpus, default=None,
+            help="run the server on these CPUs (taskset's list, e.g. 0,1) and the load on the others, so that the "
+            "client's own CPU time does not slow the server it measures",
+        )  # fmt: skip
         cmd.add_argument("--out", type=Path, default=Path(f"reports/{cmd.prog.split()[-1]}.json"))
     return p
 
@@ -78,13 +84,18 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(work, ignore_errors=True)
     policy = None if args.deadline_us is None else QueuePolicy.for_batch(32, timeout_us=args.deadline_us)
     repo = shedding_copy(args.repository, work / "repo", policy)  # as exported, unless --deadline-us
-    with processes.running(repo, work / "server.log") as server:
+    if args.server_cpus:
+        others = os.sched_getaffinity(0) - args.server_cpus
+        if others:
+            os.sched_setaffinity(0, others)
+    with processes.running(repo, work / "server.log", cpus=args.server_cpus) as server:
         if args.command == "overload":
             result = asyncio.run(scenarios.overload(server, factor=args.factor, seconds=args.seconds))
         else:
             result = asyncio.run(_soak(server, args))
             result["verdict"] = verdict(result)
     result["deadline_us"] = args.deadline_us or "exported"
+    result["server_cpus"] = sorted(args.server_cpus) if args.server_cpus else "shared with the load"
     args.out.write_text(json.dumps(result, indent=2))
     summary = {k: v for k, v in result.items() if k != "windows"}
     sys.stdout.write(json.dumps(summary, indent=2) + "\n")

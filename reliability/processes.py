@@ -145,14 +145,34 @@ def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process and of its waited-for children, from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def parse_cpus(text: str) -> set[int]:
+    """A CPU list as taskset writes it ("0,1", "2-15", "0,4-7") as a set."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        first, _, last = part.strip().partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
 def start(
     repository: Path,
     log_path: Path,
     *extra: str,
     env: dict[str, str] | None = None,
     ports: tuple[int, int, int] | None = None,
+    cpus: set[int] | None = None,
 ) -> ServerProcess:
-    """``python -m serving`` on ``ports`` (http, grpc, metrics), free ones when not given."""
+    """``python -m serving`` on ``ports`` (http, grpc, metrics), free ones when not given; on ``cpus`` only when
+    given (the launcher's affinity, which tritonserver inherits)."""
     http, grpc, metrics = ports or (free_port(), free_port(), free_port())
     gateway = free_port()
     cmd = [
@@ -169,6 +189,7 @@ def start(
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},
             start_new_session=True,
+            preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus),
         )
     urls = (f"127.0.0.1:{grpc}", f"127.0.0.1:{http}", f"127.0.0.1:{metrics}")
     return ServerProcess(proc, *urls, log_path, repository, f"127.0.0.1:{gateway}")
@@ -200,8 +221,10 @@ def stop(server: ServerProcess, timeout_s: float = 60, sig: int = signal.SIGTERM
 
 
 @contextlib.contextmanager
-def running(repository: Path, log_path: Path, *extra: str, ready_timeout_s: float = 180) -> Iterator[ServerProcess]:
-    server = start(repository, log_path, *extra)
+def running(
+    repository: Path, log_path: Path, *extra: str, ready_timeout_s: float = 180, cpus: set[int] | None = None
+) -> Iterator[ServerProcess]:
+    server = start(repository, log_path, *extra, cpus=cpus)
     try:
         server.wait_ready(ready_timeout_s)
         yield server

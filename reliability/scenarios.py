@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import resource
 import signal
 import threading
 import time
@@ -28,6 +29,12 @@ async def capacity(server: ServerProcess, seconds: float = 6.0, concurrency: int
     return len(run.ok) / run.duration_s
 
 
+def _cpu_seconds(server: ServerProcess) -> tuple[float, float]:
+    """CPU seconds so far of tritonserver (and its stubs) and of this process, the load's client."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return sum(processes.cpu_seconds(p) for p in server.processes()), usage.ru_utime + usage.ru_stime
+
+
 def _latency_ms(outcomes: list[traffic.Outcome], q: float) -> float:
     return round(float(np.percentile([o.latency_s for o in outcomes], q) * 1e3), 2) if outcomes else float("nan")
 
@@ -38,7 +45,9 @@ async def overload(server: ServerProcess, factor: float = 3.0, seconds: float = 
     await traffic.open_loop(url, LIGHT_RATE, 2.0)  # uncounted warm-up
     unloaded = await traffic.open_loop(url, LIGHT_RATE, 8.0)
     cap = await capacity(server)
+    server_cpu, client_cpu = _cpu_seconds(server)
     over = await traffic.open_loop(url, factor * cap, seconds, deadline_s=5.0, seed=1)
+    server_cpu, client_cpu = (b - a for a, b in zip((server_cpu, client_cpu), _cpu_seconds(server), strict=True))
     after = await traffic.open_loop(url, LIGHT_RATE, 5.0, seed=2)
     rejected = [o for o in over.failed if o.status == "UNAVAILABLE"]
     result = {
@@ -49,6 +58,9 @@ async def overload(server: ServerProcess, factor: float = 3.0, seconds: float = 
         "overload_rejected_p99_ms": _latency_ms(rejected, 99),
         "overload_messages": sorted({o.message for o in over.failed}),
         "accepted_p99_over_unloaded_p99": round(over.percentile_ms(99) / unloaded.percentile_ms(99), 2),
+        # CPUs busy during the overload: a client that takes the server's cores slows what it measures
+        "overload_server_cpus_busy": round(server_cpu / over.duration_s, 2),
+        "overload_client_cpus_busy": round(client_cpu / over.duration_s, 2),
         "after": after.summary(),
         "ready_after": server.ready(),
     }
