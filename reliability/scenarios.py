@@ -24,8 +24,10 @@ LIGHT_RATE = 20.0  # requests/s well inside capacity: the unloaded reference
 
 
 async def capacity(server: ServerProcess, seconds: float = 6.0, concurrency: int = 32) -> float:
-    """Completed requests/s at a fixed concurrency high enough to keep every batch full."""
-    run = await traffic.closed_loop(server.grpc_url, concurrency, seconds)
+    """Completed requests/s at a fixed concurrency high enough to keep every batch full. Each request allows the
+    10 s its client waits: a model's default deadline shorter than the queue these clients keep would refuse them,
+    and the rate would measure that deadline rather than what the server drains."""
+    run = await traffic.closed_loop(server.grpc_url, concurrency, seconds, server_timeout_us=10_000_000)
     return len(run.ok) / run.duration_s
 
 

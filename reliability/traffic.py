@@ -158,8 +158,11 @@ async def open_loop(
     return run
 
 
-async def closed_loop(url: str, concurrency: int, duration_s: float, *, model: str = "embed") -> Run:
-    """``concurrency`` workers back to back for ``duration_s``: the completed rate is the capacity."""
+async def closed_loop(
+    url: str, concurrency: int, duration_s: float, *, model: str = "embed", server_timeout_us: int | None = None
+) -> Run:
+    """``concurrency`` workers back to back for ``duration_s``: the completed rate is the capacity. Each request
+    carries Triton's ``timeout`` (microseconds) when given: the deadline the native models admit it by."""
     client = grpc_client(url)
     run = Run(duration_s, 0.0)
     start = time.perf_counter()
@@ -170,7 +173,8 @@ async def closed_loop(url: str, concurrency: int, duration_s: float, *, model: s
             sent = time.perf_counter() - start
             run.sent += 1
             try:
-                await client.infer(model, _inputs(SENTENCES[i % len(SENTENCES)]), client_timeout=10.0)
+                kw: dict[str, Any] = {} if server_timeout_us is None else {"timeout": server_timeout_us}
+                await client.infer(model, _inputs(SENTENCES[i % len(SENTENCES)]), client_timeout=10.0, **kw)
                 status, message = "ok", ""
             except Exception as e:  # counted, never fatal
                 status, message = status_and_message(e)
