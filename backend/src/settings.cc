@@ -187,7 +187,7 @@ ModelSettings ReadSettings(const std::string& name, const fs::path& dir, const s
     throw Invalid(name + ": parameter queue_order must be \"deadline\" or \"arrival\", got \"" + order + "\"");
   }
   s.queue_by_arrival = order == "arrival";
-  const std::string graphs = Parameter(config, "cuda_graphs", "false");
+  const std::string graphs = Parameter(config, "cuda_graphs", "true");
   if (graphs != "true" && graphs != "false") {
     throw Invalid(name + ": parameter cuda_graphs must be \"true\" or \"false\", got \"" + graphs + "\"");
   }
