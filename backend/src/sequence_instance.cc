@@ -89,7 +89,7 @@ void SequenceInstance::Execute(TRITONBACKEND_Request** requests, uint32_t count)
     std::unique_ptr<SequenceJob> job;  // from its making on, it answers for requests[i]
     try {
       job = std::make_unique<SequenceJob>(model_->Read(requests[i], now));
-      if (warmup_left_ > 0) job->warmup = warmup_left_-- > 0;
+      if (warmup_left_ > 0) job->warmup = job->task->warmup = warmup_left_-- > 0;
       TaskRequest& r = *job->task;
       if (!r.error) {
         RowOptions options = model_->row_options();

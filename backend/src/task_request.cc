@@ -139,10 +139,12 @@ void SendResponse(TaskRequest& r, TRITONBACKEND_ModelInstance* instance, Metrics
     }
   }
   const uint64_t end = NowNs();
-  ErrorPtr(TRITONBACKEND_ModelInstanceReportStatistics(instance, r.request, !r.error, r.arrived_ns, compute_start_ns,
-                                                       compute_end_ns, end));
+  if (!r.warmup) {
+    ErrorPtr(TRITONBACKEND_ModelInstanceReportStatistics(instance, r.request, !r.error, r.arrived_ns, compute_start_ns,
+                                                         compute_end_ns, end));
+  }
   ErrorPtr(TRITONBACKEND_RequestRelease(r.request, TRITONSERVER_REQUEST_RELEASE_ALL));
-  metrics.Request(end > r.arrived_ns ? static_cast<double>(end - r.arrived_ns) * 1e-9 : 0.0);
+  if (!r.warmup) metrics.Request(end > r.arrived_ns ? static_cast<double>(end - r.arrived_ns) * 1e-9 : 0.0);
 }
 
 }  // namespace bertserve

@@ -33,6 +33,9 @@ struct TaskRequest {
   uint64_t arrived_ns = 0;
   tokenizer::PairTruncation truncation = tokenizer::PairTruncation::kLongestFirst;
   bool truncate = true;
+  // One of Triton's warm-up requests, sent before the model is ready: kept out of the statistics the SLO and the
+  // traffic panels read, as embed's are.
+  bool warmup = false;
   std::optional<RequestError> error;
 };
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,6 +112,22 @@ def tokenizing_model(exported_repository: Path) -> str:
 @pytest.fixture(scope="session")
 def side_model(exported_repository: Path) -> str:
     return sibling_model(exported_repository)
+
+
+def served_counts(metrics_url: str, model: str, expected: tuple[int, int] | None = None) -> tuple[int, int]:
+    """The model's nv_inference_request_success and bertserve_request_duration_seconds_count; with ``expected``,
+    read again for up to 5 s until they are that (statistics are reported just after the response is sent)."""
+    deadline = time.monotonic() + 5
+    while True:
+        text = urllib.request.urlopen(f"http://{metrics_url}/metrics", timeout=5).read().decode()
+        counts = []
+        for family in ("nv_inference_request_success", "bertserve_request_duration_seconds_count"):
+            found = re.search(rf'^{family}\{{[^}}]*model="{model}"[^}}]*\}} (\S+)$', text, re.M)
+            assert found, f"no {family} for {model}"
+            counts.append(int(float(found[1])))
+        if expected is None or tuple(counts) == expected or time.monotonic() > deadline:
+            return tuple(counts)
+        time.sleep(0.05)
 
 
 def wait_ready(http_url: str, process: subprocess.Popen, timeout_s: float) -> float:

@@ -20,7 +20,7 @@ from reliability import processes
 from reliability.copies import linked_copy, record_config, replace_file, rewrite_config
 from serving.contract import native
 from serving.contract.manifest import sha256
-from tests.integration.conftest import NATIVE_ONLY, native_only_copy
+from tests.integration.conftest import NATIVE_ONLY, native_only_copy, served_counts
 
 pytestmark = pytest.mark.integration
 CORPUS = Path(__file__).resolve().parents[2] / "loadtest" / "data" / "corpus.txt"
@@ -194,16 +194,6 @@ def test_native_embed_counts_truncated_texts(triton_server):
     assert truncated() == before + 1
 
 
-def _model_counts(metrics_url: str, model: str) -> dict[str, float]:
-    text = urllib.request.urlopen(f"http://{metrics_url}/metrics", timeout=5).read().decode()
-    counts = {}
-    for family in ("nv_inference_request_success", "bertserve_request_duration_seconds_count"):
-        found = re.search(rf'^{family}\{{[^}}]*model="{model}"[^}}]*\}} (\S+)$', text, re.M)
-        assert found, f"no {family} for {model}"
-        counts[family] = float(found[1])
-    return counts
-
-
 def test_warm_up_requests_are_not_counted_as_served(exported_repository, tmp_path):
     """Triton warms each native instance up before the server is ready: those requests are the server's own and stay
     out of the success count and the request histogram the SLO reads; the first client request counts as one."""
@@ -211,17 +201,9 @@ def test_warm_up_requests_are_not_counted_as_served(exported_repository, tmp_pat
     config = (repo / "embed" / "config.pbtxt").read_text()
     assert "model_warmup" in config
     with processes.running(repo, tmp_path / "server.log") as server:
-        assert _model_counts(server.metrics_url, "embed") == {
-            "nv_inference_request_success": 0,
-            "bertserve_request_duration_seconds_count": 0,
-        }
+        assert served_counts(server.metrics_url, "embed") == (0, 0)
         grpcclient.InferenceServerClient(server.grpc_url).infer("embed", _texts([b"the first client request"]))
-        deadline = time.monotonic() + 5  # statistics are reported just after the response is sent
-        while (counts := _model_counts(server.metrics_url, "embed")) != dict.fromkeys(counts, 1.0):
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        assert counts == {"nv_inference_request_success": 1, "bertserve_request_duration_seconds_count": 1}
+        assert served_counts(server.metrics_url, "embed", (1, 1)) == (1, 1)
 
 
 def _record(model_dir: Path, rel: str) -> None:

@@ -25,7 +25,7 @@ from tritonclient.utils import InferenceServerException
 from export import cross_encoder
 from export.repository import code_sha256
 from reliability.processes import http_status
-from tests.integration.conftest import READY_TIMEOUT_S, ROOT, start_server, stop_server, wait_ready
+from tests.integration.conftest import READY_TIMEOUT_S, ROOT, served_counts, start_server, stop_server, wait_ready
 
 pytestmark = pytest.mark.integration
 
@@ -132,6 +132,17 @@ def test_the_rerank_client_gets_the_same_scores_and_errors(server, client):
         assert np.array_equal(scores, rerank(client, b"a question", [d.encode() for d in docs]))
         with pytest.raises(InvalidInput, match="DOCUMENTS element 1: TEXT is empty"):
             rc.rerank("a question", ["fine", " "])
+
+
+def test_warm_up_requests_are_not_counted_as_served(rerank_repository, tmp_path):
+    """As embed's: Triton's warm-up requests stay out of the success count and the request histogram the SLO reads;
+    the first client request counts as one."""
+    assert "model_warmup" in (rerank_repository / "rerank" / "config.pbtxt").read_text()
+    for srv in serving(rerank_repository, tmp_path):
+        assert served_counts(srv.metrics_url, "rerank") == (0, 0)
+        with grpcclient.InferenceServerClient(srv.grpc_url) as c:
+            rerank(c, b"the first query", [b"the first client request"])
+        assert served_counts(srv.metrics_url, "rerank", (1, 1)) == (1, 1)
 
 
 def test_scores_do_not_depend_on_the_other_documents(client):
