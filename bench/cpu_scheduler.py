@@ -101,8 +101,8 @@ def main() -> None:
     results: dict[str, list] = {name: [] for name in builds}
     for r in range(args.rounds):
         for name, library in builds.items():
-            log = Path(f"/tmp/cpu-scheduler-{name}.log")
-            server = processes.start(args.repository.resolve(), log, env={"BERTSERVE_BACKEND_LIBRARY": str(library)})
+            log_path = Path(f"/tmp/cpu-scheduler-{name}.log")
+            server = processes.start(args.repository.resolve(), log_path, env={"BERTSERVE_BACKEND_LIBRARY": str(library)})
             try:
                 server.wait_ready(120)
                 pid = server.tritonserver_pid()
