@@ -102,7 +102,9 @@ def main() -> None:
     for r in range(args.rounds):
         for name, library in builds.items():
             log_path = Path(f"/tmp/cpu-scheduler-{name}.log")
-            server = processes.start(args.repository.resolve(), log_path, env={"BERTSERVE_BACKEND_LIBRARY": str(library)})
+            server = processes.start(
+                args.repository.resolve(), log_path, env={"BERTSERVE_BACKEND_LIBRARY": str(library)}
+            )
             try:
                 server.wait_ready(120)
                 pid = server.tritonserver_pid()
