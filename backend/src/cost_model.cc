@@ -11,14 +11,6 @@ namespace {
 constexpr double kLearningRate = 0.05;
 constexpr double kMinCorrection = 1.0 / 64, kMaxCorrection = 64.0;
 
-// Moves `value` `rate` of the way to `target`, both kept within the corrections' bounds.
-void Step(std::atomic<double>& value, double target, double rate) {
-  double current = value.load(std::memory_order_relaxed);
-  const double next = std::clamp(current + rate * (std::clamp(target, kMinCorrection, kMaxCorrection) - current),
-                                 kMinCorrection, kMaxCorrection);
-  value.compare_exchange_strong(current, next, std::memory_order_relaxed);  // a lost race loses one sample
-}
-
 }  // namespace
 
 CostModel::CostModel(Costs measured, std::vector<int64_t> batch_buckets, std::vector<int64_t> length_buckets)
@@ -30,8 +22,7 @@ CostModel::CostModel(const CostModel& other)
     : measured_(other.measured_),
       batch_buckets_(other.batch_buckets_),
       length_buckets_(other.length_buckets_),
-      correction_(other.correction()),
-      drain_(other.drain()) {}
+      correction_(other.correction()) {}
 
 CostModel CostModel::Linear(double fixed_s, double token_s, int64_t max_batch, std::vector<int64_t> length_buckets) {
   Costs table;
@@ -66,21 +57,17 @@ double CostModel::Forward(int64_t batch, int64_t seq) const { return Measured(ba
 double CostModel::RowWork(int64_t length) const {
   if (batch_buckets_.empty()) return 0.0;
   const int64_t full = batch_buckets_.back();
-  return Forward(full, length) / static_cast<double>(full) * drain();
+  return Forward(full, length) / static_cast<double>(full);
 }
 
 void CostModel::Observe(double predicted_s, double actual_s) {
   if (predicted_s <= 0.0 || actual_s <= 0.0) return;
+  const double ratio = std::clamp(actual_s / predicted_s, kMinCorrection, kMaxCorrection);
   const int64_t n = observed_.fetch_add(1, std::memory_order_relaxed) + 1;
-  Step(correction_, actual_s / predicted_s, std::max(kLearningRate, 1.0 / static_cast<double>(n)));
-}
-
-void CostModel::ObserveDrain(double work_s, double actual_s) {
-  if (work_s <= 0.0 || actual_s <= 0.0) return;
-  const int64_t n = drained_.fetch_add(1, std::memory_order_relaxed) + 1;
-  // work_s was predicted with the drain factor of its requests' admission: the factor that would have been right
-  const double current = drain();
-  Step(drain_, current * actual_s / work_s, std::max(kLearningRate, 1.0 / static_cast<double>(n)));
+  const double rate = std::max(kLearningRate, 1.0 / static_cast<double>(n));
+  double current = correction_.load(std::memory_order_relaxed);
+  const double next = std::clamp(current + rate * (ratio - current), kMinCorrection, kMaxCorrection);
+  correction_.compare_exchange_strong(current, next, std::memory_order_relaxed);  // a lost race loses one sample
 }
 
 RequestCost BatchedCost(const CostModel& costs, const std::vector<int64_t>& lengths,

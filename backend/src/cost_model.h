@@ -26,17 +26,11 @@ class CostModel {
 
   // One forward of [batch, seq], times the correction learnt from completed batches.
   double Forward(int64_t batch, int64_t seq) const;
-  // One sequence's share of a full batch of its length bucket, times the drain factor: what it takes of the
-  // device's time under load.
+  // One sequence's share of a full batch of its length bucket: what it takes of the device's time under load.
   double RowWork(int64_t length) const;
   // A completed batch that was predicted to take `predicted_s` (uncorrected) and took `actual_s` of service.
   void Observe(double predicted_s, double actual_s);
-  // A batch taken while requests waited for it, which carried `work_s` of RowWork and took `actual_s` from the
-  // previous batch's answer to its own: corrects RowWork's assumption of full batches, which under load are
-  // smaller (cut to meet deadlines, split by length) and answered between forwards.
-  void ObserveDrain(double work_s, double actual_s);
   double correction() const { return correction_.load(std::memory_order_relaxed); }
-  double drain() const { return drain_.load(std::memory_order_relaxed); }
   const Costs& measured() const { return measured_; }
   // Forward without the correction, for Observe.
   double Measured(int64_t batch, int64_t seq) const;
@@ -46,8 +40,6 @@ class CostModel {
   std::vector<int64_t> batch_buckets_, length_buckets_;
   std::atomic<double> correction_{1.0};
   std::atomic<int64_t> observed_{0};
-  std::atomic<double> drain_{1.0};
-  std::atomic<int64_t> drained_{0};
 };
 
 // What one request asks of the device, for admission (work_queue.h's Job): its share of the device under load,

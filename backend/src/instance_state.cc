@@ -453,13 +453,6 @@ void InstanceState::ServeQueued() noexcept {
       done = true;
       Respond(f, 0, f.batch.size());
       Close(f);
-      // While its requests waited for the previous batch, the time from that batch's answer to this one's is
-      // what this batch's queued work took to drain.
-      uint64_t oldest = f.taken_ns;
-      for (const auto& p : f.batch) oldest = std::min(oldest, p->arrived_ns);
-      const uint64_t answered = NowNs();
-      if (oldest < last_answered_ns_) scheduler.costs().ObserveDrain(f.work_s, Seconds(last_answered_ns_, answered));
-      last_answered_ns_ = answered;
     }
   } catch (const std::exception& e) {
     if (taken && !done) scheduler.Done(f.work_s);

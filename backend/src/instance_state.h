@@ -92,7 +92,6 @@ class InstanceState {
   // CPU
   ComputePool* pool_ = nullptr;
   std::unique_ptr<PoolTurns> turns_;
-  uint64_t last_answered_ns_ = 0;  // when this instance last answered a batch
   int waker_ = -1;
 };
 

@@ -298,19 +298,6 @@ __attribute__((visibility("default"))) double bertserve_cost_fit_forward(
   return m.Forward(batch, seq);
 }
 
-// The CPU cost model fitted as above, then `batches` batches of `rows` rows of `length` tokens taken while requests
-// waited, each of which took `drain_factor` times what the fresh model's RowWork predicted for it. Writes the row
-// work and the forward of [rows, length] before and after, in seconds.
-__attribute__((visibility("default"))) void bertserve_cost_drain(
-    double s1, double s2, int64_t max_batch, int64_t max_seq, int batches, double drain_factor, int64_t rows,
-    int64_t length, double* row_before, double* row_after, double* forward_before, double* forward_after) {
-  CostModel m = CostModel::Fit(1, 16, s1, 8, 64, s2, max_batch, LengthBuckets(max_seq));
-  *row_before = m.RowWork(length), *forward_before = m.Forward(rows, length);
-  const double actual = drain_factor * static_cast<double>(rows) * m.RowWork(length);
-  for (int i = 0; i < batches; ++i) m.ObserveDrain(static_cast<double>(rows) * m.RowWork(length), actual);
-  *row_after = m.RowWork(length), *forward_after = m.Forward(rows, length);
-}
-
 // What one request asks of the device (cost_model.h's RequestCost) under the CPU cost model fitted as above:
 // `alone` 1, a sequence task's request served alone in forwards of [rows[i], seqs[i]]; 0, embed's rows of lengths
 // seqs[i] (rows unused) that join batches with others'. Writes work_s, own_s and tokens.

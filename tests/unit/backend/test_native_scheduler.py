@@ -65,10 +65,6 @@ def lib():
         ctypes.c_double, ctypes.c_double, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_double,
         ctypes.c_int64, ctypes.c_int64,
     ]  # fmt: skip
-    lib.bertserve_cost_drain.argtypes = [
-        ctypes.c_double, ctypes.c_double, ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_double,
-        ctypes.c_int64, ctypes.c_int64, *[ctypes.POINTER(ctypes.c_double)] * 4,
-    ]  # fmt: skip
     lib.bertserve_cost_request.argtypes = [
         ctypes.c_double, ctypes.c_double, ctypes.c_int64, ctypes.c_int64, ctypes.c_int,
         ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t,
@@ -148,22 +144,6 @@ def test_the_cost_model_is_linear_in_tokens_and_follows_what_batches_take(lib):
     assert lib.bertserve_cost_fit_forward(2e-3, 12e-3, 32, 128, 200, 3.0, 4, 32) == pytest.approx(
         3 * expected, rel=0.02
     )
-
-
-def drain(lib, batches: int, factor: float) -> tuple[float, float, float, float]:
-    out = [ctypes.c_double() for _ in range(4)]
-    lib.bertserve_cost_drain(2e-3, 12e-3, 32, 128, batches, factor, 12, 20, *out)
-    return tuple(v.value for v in out)
-
-
-def test_batches_that_drain_slower_than_their_row_work_raise_it_and_leave_the_forward_alone(lib):
-    # Under load batches are smaller than full (cut to deadlines, split by length) and answered between forwards:
-    # 12-row batches whose queued work took 2.5 times its full-batch share to drain.
-    row_before, row_after, forward_before, forward_after = drain(lib, 200, 2.5)
-    assert row_after == pytest.approx(2.5 * row_before, rel=0.02)
-    assert forward_after == forward_before  # a request's own forward alone is not what the queue drains by
-    assert drain(lib, 0, 2.5)[1] == row_before
-    assert drain(lib, 200, 1e6)[1] == pytest.approx(64 * row_before)  # bounded, as the forward's correction is
 
 
 def test_by_arrival_every_queued_request_is_ahead_and_batches_keep_their_order(lib):
