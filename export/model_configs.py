@@ -31,6 +31,7 @@ class ServingShape:
     warmup_seq: int  # token count of the warm-up ids
     queue: QueuePolicy | None  # None: no queue policy (and no shedding in the native models)
     deadline_us: int = 10_000  # native models: the deadline of a request without a timeout of its own
+    standing_queue_us: int = 0  # native models: the wait a sustained overload is held to (0: the deadline alone)
     max_batch_tokens: int = 0  # native models: padded tokens per batch (0: max_batch x max_seq)
 
 
@@ -159,10 +160,14 @@ def native_tokenizer_config(shape: ServingShape) -> dict[str, Any]:
     }
 
 
-def native_deadline_us(shape: ServingShape) -> str:
-    """The native models' `deadline_us` parameter: the deadline of a request that sends no timeout of its own
-    (backend/src/scheduler.h). Without shedding (no queue policy) it is a day: nothing is refused."""
-    return str(shape.deadline_us if shape.queue else NO_DEADLINE_US)
+def native_admission(shape: ServingShape) -> dict[str, str]:
+    """The native models' admission parameters (backend/src/scheduler.h, work_queue.h): `deadline_us`, the deadline
+    of a request that sends no timeout of its own, and `standing_queue_us`, the wait that such requests are held to
+    once the queue stands under a sustained overload. Without shedding (no queue policy) the deadline is a day and
+    the queue never stands: nothing is refused."""
+    if shape.queue is None:
+        return {"deadline_us": str(NO_DEADLINE_US), "standing_queue_us": "0"}
+    return {"deadline_us": str(shape.deadline_us), "standing_queue_us": str(shape.standing_queue_us)}
 
 
 def bert_config(
@@ -179,7 +184,7 @@ def bert_config(
         # The native backend queues and sheds itself, by predicted work against each request's deadline
         # (backend/src/scheduler.h): Triton's queue policy would turn off the batcher's prefetch and bring back its
         # 500 ms poll.
-        params["deadline_us"] = native_deadline_us(shape)
+        params.update(native_admission(shape))
         params["max_batch_tokens"] = str(shape.max_batch_tokens or shape.max_batch * shape.max_seq)
         # Nor does Triton hold requests back for company: execute hands each over at once and what arrives during
         # a forward joins the next batch (native embed, 16 tokens, c=1: queue 654 -> 60 us, p50 3.20 -> 1.99 ms;
@@ -290,7 +295,7 @@ def rerank_config(shape: ServingShape, threads: int = 0) -> dict[str, Any]:
             threads=str(threads),
             max_pairs_per_forward=str(shape.max_batch),
             max_documents=str(MAX_DOCUMENTS),
-            deadline_us=native_deadline_us(shape),
+            **native_admission(shape),
         ),
         "model_warmup": [
             {
@@ -331,7 +336,7 @@ def classify_config(shape: ServingShape, threads: int, labels: dict[int, str]) -
             threads=str(threads),
             max_rows_per_forward=str(shape.max_batch),
             labels=json.dumps(names),
-            deadline_us=native_deadline_us(shape),
+            **native_admission(shape),
         ),
         "model_warmup": [
             {

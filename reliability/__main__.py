@@ -17,7 +17,7 @@ from pathlib import Path
 
 from export.model_configs import QueuePolicy
 from reliability import processes, scenarios
-from reliability.copies import shedding_copy
+from reliability.copies import set_native_parameter, shedding_copy
 
 log = logging.getLogger("reliability")
 
@@ -63,6 +63,11 @@ def _parser() -> argparse.ArgumentParser:
             "encoder) instead of the exported one",
         )  # fmt: skip
         cmd.add_argument(
+            "--standing-queue-us", type=int, default=None,
+            help="serve the native models with this standing-queue target (backend/src/work_queue.h; 0: off) "
+            "instead of the exported one",
+        )  # fmt: skip
+        cmd.add_argument(
             "--server-cpus", type=processes.parse_cpus, default=None,
             help="run the server on these CPUs (taskset's list, e.g. 0,1) and the load on the others, so that the "
             "client's own CPU time does not slow the server it measures",
@@ -84,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(work, ignore_errors=True)
     policy = None if args.deadline_us is None else QueuePolicy.for_batch(32, timeout_us=args.deadline_us)
     repo = shedding_copy(args.repository, work / "repo", policy)  # as exported, unless --deadline-us
+    if args.standing_queue_us is not None:
+        set_native_parameter(repo, "standing_queue_us", str(args.standing_queue_us))
     if args.server_cpus:
         others = os.sched_getaffinity(0) - args.server_cpus
         if others:
@@ -95,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             result = asyncio.run(_soak(server, args))
             result["verdict"] = verdict(result)
     result["deadline_us"] = args.deadline_us or "exported"
+    result["standing_queue_us"] = "exported" if args.standing_queue_us is None else args.standing_queue_us
     result["server_cpus"] = sorted(args.server_cpus) if args.server_cpus else "shared with the load"
     args.out.write_text(json.dumps(result, indent=2))
     summary = {k: v for k, v in result.items() if k != "windows"}

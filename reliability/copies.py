@@ -64,6 +64,13 @@ def set_parameter(model_dir: Path, key: str, value: str) -> None:
     record_config(model_dir)
 
 
+def set_native_parameter(repo: Path, key: str, value: str) -> None:
+    """The parameter set on every model of the native backend in ``repo`` (a copy: see linked_copy)."""
+    for config in sorted(repo.glob("*/config.pbtxt")):
+        if f'backend: "{native.NAME}"' in config.read_text():
+            set_parameter(config.parent, key, value)
+
+
 def record_config(model_dir: Path) -> None:
     """Record the model's edited config.pbtxt in its manifest: the launcher loads no model whose files differ."""
     manifest = json.loads((model_dir / MANIFEST).read_text())

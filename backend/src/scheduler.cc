@@ -39,7 +39,9 @@ Scheduler<Item>::Scheduler(const ModelSettings& settings, Metrics& metrics, int6
       length_buckets_(LengthBuckets(settings.max_seq)),
       batch_rows_(batch_rows),
       batch_tokens_(batch_tokens),
-      queue_(settings.queue_by_arrival) {}
+      queue_(settings.queue_by_arrival) {
+  queue_.set_standing(settings.standing_queue_us * 1000, settings.standing_interval_us * 1000);
+}
 
 template <class Item>
 void Scheduler<Item>::AddLane(const CostModel& costs) {
@@ -93,6 +95,7 @@ void Scheduler<Item>::Submit(std::unique_ptr<Item> p, TRITONBACKEND_ModelInstanc
     const RequestCost cost = CostOf(*p, *costs_, length_buckets_);
     job.work_s = cost.work_s, job.own_s = cost.own_s, job.tokens = cost.tokens;
     job.rows = p->rows();
+    job.arrived_ns = p->arrived_ns;
     if (p->warmup) {
       job.deadline_ns = p->arrived_ns + kLongestTimeoutUs * 1000;
     } else if (client_us > 0) {
@@ -137,11 +140,14 @@ void Scheduler<Item>::Submit(std::unique_ptr<Item> p, TRITONBACKEND_ModelInstanc
       }
       return;
     }
-    Refuse(*p, Unavailable(FailureReason::kQueueFull, name + " is overloaded: " + Ms(a.ahead_s) + " of work is queued ahead of " +
-                                             "this request, which would complete in " + Ms(a.predicted_s) +
-                                             ", past its deadline of " + Ms(Seconds(p->arrived_ns, job.deadline_ns)) +
-                                             "; retry later"),
-           instance);
+    const std::string why =
+        a.standing_wait_s > 0.0
+            ? "requests have waited over " + Ms(settings_.standing_queue_us * 1e-6) + " for " +
+                  Ms(settings_.standing_interval_us * 1e-6) + " and more, and this one would wait about " +
+                  Ms(a.standing_wait_s)
+            : Ms(a.ahead_s) + " of work is queued ahead of this request, which would complete in " +
+                  Ms(a.predicted_s) + ", past its deadline of " + Ms(Seconds(p->arrived_ns, job.deadline_ns));
+    Refuse(*p, Unavailable(FailureReason::kQueueFull, name + " is overloaded: " + why + "; retry later"), instance);
     counted = true;
     Abandon();  // a draining instance may wait for the last preparation
   } catch (const std::exception& e) {

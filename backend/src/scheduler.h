@@ -7,7 +7,9 @@
 // one (a hard deadline: past it the request is refused at its turn, the client has gone), else the model's
 // `deadline_us`, widened to twice the request's own forward so that a long request is never refused for waiting
 // less than it takes. A request whose predicted completion passes its deadline is refused at once with
-// UNAVAILABLE and a message that says how much work, in milliseconds, is queued ahead of it.
+// UNAVAILABLE and a message that says how much work, in milliseconds, is queued ahead of it; under a sustained
+// overload, one without a timeout of its own is also refused when its wait would pass `standing_queue_us`
+// (work_queue.h).
 //
 // What it queues (Item) has the request's `request`, `arrived_ns`, `warmup`, `released` and `rows()`, and
 // `Fail(RequestError, instance, settings, metrics)`, which answers it at once; its cost is CostOf (scheduler.cc).

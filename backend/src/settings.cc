@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <utility>
 
 #include "triton_util.h"
 
@@ -21,6 +22,9 @@ namespace fs = std::filesystem;
 
 constexpr const char* kManifest = "manifest.json";
 constexpr int64_t kDeadlineUs = 10'000;  // the latency budget, as export's default; export writes each model's own
+// How long every request must have waited past standing_queue_us before the queue counts as standing: CoDel's
+// interval, longer than the transient queues of an ordinary load.
+constexpr int64_t kStandingIntervalUs = 100'000;
 constexpr int64_t kLongestDeadlineUs = 86'400'000'000;  // a day: deadlines stay far inside the nanosecond clock
 
 BackendError Invalid(const std::string& message) { return BackendError(TRITONSERVER_ERROR_INVALID_ARG, message); }
@@ -180,6 +184,16 @@ ModelSettings ReadSettings(const std::string& name, const fs::path& dir, const s
   if (s.deadline_us > static_cast<uint64_t>(kLongestDeadlineUs)) {
     throw Invalid(name + ": parameter deadline_us must be at most " + std::to_string(kLongestDeadlineUs) +
                   " (a day), got " + std::to_string(s.deadline_us));
+  }
+  s.standing_queue_us = static_cast<uint64_t>(IntParameter(config, name, "standing_queue_us", 0, 0));
+  s.standing_interval_us =
+      static_cast<uint64_t>(IntParameter(config, name, "standing_interval_us", kStandingIntervalUs, 0));
+  for (const auto& [key, value] : {std::pair{"standing_queue_us", s.standing_queue_us},
+                                   std::pair{"standing_interval_us", s.standing_interval_us}}) {
+    if (value > static_cast<uint64_t>(kLongestDeadlineUs)) {
+      throw Invalid(name + ": parameter " + key + " must be at most " + std::to_string(kLongestDeadlineUs) +
+                    " (a day), got " + std::to_string(value));
+    }
   }
   s.max_batch_tokens = IntParameter(config, name, "max_batch_tokens", s.max_batch * s.max_seq, s.max_seq);
   const std::string order = Parameter(config, "queue_order", "deadline");

@@ -27,6 +27,11 @@ struct ModelSettings {
   uint64_t deadline_us = 0;
   int64_t max_batch_tokens = 0;
   bool queue_by_arrival = false;  // `queue_order`: "deadline" (earliest first, the default) or "arrival"
+  // Sustained overload (work_queue.h): a queue whose requests without a timeout of their own have all waited at
+  // least `standing_queue_us` for `standing_interval_us` admits such requests only while their predicted wait is
+  // shorter. 0 (the default): no such rule, the deadline alone.
+  uint64_t standing_queue_us = 0;
+  uint64_t standing_interval_us = 0;
   // `cuda_graphs` ("true", the default, or "false"): the sequence tasks' scorer replays a CUDA graph per bucket on
   // CUDA (sequence_scorer_cuda.cc) instead of running its package eagerly (rerank 1 x 32 on an H100: p99 3.18
   // against 4.06 ms, docs/PERFORMANCE.md). The embed runtime always replays graphs.

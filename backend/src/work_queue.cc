@@ -8,6 +8,9 @@ namespace {
 
 // How far past the head Take looks for requests that still fit the batch.
 constexpr size_t kFillWindow = 256;
+// The waits that correct the predicted wait (Offer's work ahead): only those predicted long enough to measure, each
+// weighing 1/16 (a batch or two of them), their ratio bounded against outliers.
+constexpr double kLeastAheadS = 1e-3, kRatioWeight = 1.0 / 16, kLeastRatio = 0.25, kMostRatio = 8.0;
 
 }  // namespace
 
@@ -22,9 +25,18 @@ Admission WorkQueue::Offer(const Job& job, uint64_t now_ns) {
   a.predicted_s = a.ahead_s + job.own_s;
   const double allowed_s = job.deadline_ns > now_ns ? static_cast<double>(job.deadline_ns - now_ns) * 1e-9 : 0.0;
   a.admitted = ahead <= 0.0 || a.predicted_s <= allowed_s;
+  if (standing_ && jobs_.empty() && inflight_s_ < 1e-9) standing_ = false, above_ = false;  // it has caught up
+  if (a.admitted && standing_ && !job.hard && ahead > 0.0) {
+    const double wait_s = a.ahead_s * wait_ratio_;
+    if (wait_s >= static_cast<double>(target_ns_) * 1e-9) {
+      a.admitted = false, a.standing_wait_s = wait_s;
+      refused_ns_ = std::max(refused_ns_, job.arrived_ns);
+    }
+  }
   if (a.admitted) {
     const uint64_t order = order_++;
-    jobs_.emplace(std::make_pair(by_arrival_ ? order : job.deadline_ns, order), job);
+    Job& queued = jobs_.emplace(std::make_pair(by_arrival_ ? order : job.deadline_ns, order), job).first->second;
+    queued.ahead_s = a.ahead_s;
     queued_s_ += job.work_s;
     rows_ += job.rows, tokens_ += job.tokens;
   }
@@ -56,6 +68,7 @@ WorkQueue::Taken WorkQueue::Take(uint64_t now_ns, int64_t max_rows, int64_t max_
     }
     queued_s_ -= job.work_s;
     rows_ -= job.rows, tokens_ -= job.tokens;
+    if (!job.hard) Waited(job, now_ns);
     if (late) {
       t.expired.push_back(job);
     } else {
@@ -71,6 +84,22 @@ WorkQueue::Taken WorkQueue::Take(uint64_t now_ns, int64_t max_rows, int64_t max_
   if (jobs_.empty()) queued_s_ = 0.0;  // no drift from float sums
   if (jobs_.empty() && t.batch.empty() && inflight_s_ < 1e-9) inflight_s_ = 0.0;
   return t;
+}
+
+void WorkQueue::Waited(const Job& job, uint64_t now_ns) {
+  if (target_ns_ == 0) return;
+  if (job.ahead_s >= kLeastAheadS) {
+    const double ratio = static_cast<double>(now_ns > job.arrived_ns ? now_ns - job.arrived_ns : 0) * 1e-9 / job.ahead_s;
+    wait_ratio_ += kRatioWeight * (std::clamp(ratio, kLeastRatio, kMostRatio) - wait_ratio_);
+  }
+  const bool above = now_ns >= job.arrived_ns + target_ns_;
+  if (above != above_) above_ = above, since_ns_ = now_ns;  // a run of waits on the other side of the target starts
+  const bool run_is_long = now_ns >= since_ns_ + interval_ns_;
+  if (!standing_) {
+    standing_ = above_ && run_is_long;
+  } else if (!above_ && run_is_long && now_ns >= refused_ns_ + interval_ns_) {
+    standing_ = false;  // short waits, and none refused for as long: the overload has passed
+  }
 }
 
 void WorkQueue::Done(double work_s) {

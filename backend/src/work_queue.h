@@ -7,6 +7,18 @@
 // sooner. Batches are taken earliest deadline first, bounded by rows and by padded tokens, and filled only with
 // jobs that keep the batch inside the earliest deadline it can still meet; a request whose own deadline (`hard`:
 // the client's timeout) has passed is handed back as expired instead.
+//
+// Sustained overload (after CoDel, Nichols and Jacobson 2012): a deadline admits bursts, but under a load the
+// device cannot drain the queue fills to the deadline and every accepted request waits that long. So the queue also
+// watches the wait of the requests without a deadline of their own (not `hard`): when every one taken for a whole
+// `interval` had waited at least `target`, the queue is standing; while it stands, such a request is admitted only
+// if its predicted wait is less than `target`. It stands no more once nothing is queued or in flight (a closed-loop
+// client's bursts, each sent when the last was answered, never find it standing), or once every such request taken
+// for an `interval` had waited less than `target` and none was refused for as long. The predicted wait is the work ahead times the ratio of the waits measured to
+// those predicted, learnt from every request taken: under overload batches are smaller than the full ones the work
+// assumes, and answering takes the cores between forwards. So under any sustained overload the queue holds about
+// `target` of waiting, while a transient queue shorter than `interval` (a burst: it arrives before anything has
+// waited) is admitted whole. A client's own deadline is never shortened.
 #pragma once
 
 #include <cstddef>
@@ -25,12 +37,15 @@ struct Job {
   int64_t tokens = 0;   // padded to length buckets
   double work_s = 0.0;  // its share of the device at full batches
   double own_s = 0.0;   // its own forward alone: the least time it needs
+  uint64_t arrived_ns = 0;  // steady clock: its wait is measured from here
+  double ahead_s = 0.0;     // set by Offer: the work ahead of it when admitted, its predicted wait
 };
 
 struct Admission {
   bool admitted = false;
   double ahead_s = 0.0;      // predicted seconds before its batch can start
   double predicted_s = 0.0;  // predicted seconds to its completion
+  double standing_wait_s = 0.0;  // refused because the queue stands: its predicted wait
 };
 
 class WorkQueue {
@@ -52,6 +67,10 @@ class WorkQueue {
   void Done(double work_s);
 
   void set_lanes(int lanes) { lanes_ = lanes < 1 ? 1 : lanes; }
+  // The standing-queue rule above; a `target_ns` of 0 turns it off.
+  void set_standing(uint64_t target_ns, uint64_t interval_ns) { target_ns_ = target_ns, interval_ns_ = interval_ns; }
+  bool standing() const { return standing_; }
+  double wait_ratio() const { return wait_ratio_; }
   int lanes() const { return lanes_; }
   bool empty() const { return jobs_.empty(); }
   size_t size() const { return jobs_.size(); }
@@ -61,7 +80,15 @@ class WorkQueue {
   double backlog_s() const { return (queued_s_ + inflight_s_) / lanes_; }
 
  private:
+  void Waited(const Job& job, uint64_t now_ns);  // a job without a deadline of its own was taken now
+
   std::map<std::pair<uint64_t, uint64_t>, Job> jobs_;  // (deadline, or arrival order; arrival order) -> job
+  uint64_t target_ns_ = 0, interval_ns_ = 0;
+  bool above_ = false;  // every soft job taken since `since_ns_` had waited at least the target (else: less)
+  uint64_t since_ns_ = 0;
+  uint64_t refused_ns_ = 0;  // when the standing rule last refused a request (its arrival)
+  bool standing_ = false;
+  double wait_ratio_ = 1.0;  // measured waits over predicted ones
   bool by_arrival_ = false;
   uint64_t order_ = 0;
   double queued_s_ = 0.0, inflight_s_ = 0.0;

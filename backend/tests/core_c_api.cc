@@ -260,12 +260,26 @@ __attribute__((visibility("default"))) void* bertserve_queue_new(int lanes, int 
 }
 __attribute__((visibility("default"))) void bertserve_queue_free(void* q) { delete static_cast<WorkQueue*>(q); }
 
-// 1: admitted; 0: refused. `ahead_s`: the predicted wait before its batch starts.
+// The standing-queue rule (work_queue.h); 1 while the queue stands.
+__attribute__((visibility("default"))) void bertserve_queue_set_standing(void* q, uint64_t target_ns, uint64_t interval_ns) {
+  static_cast<WorkQueue*>(q)->set_standing(target_ns, interval_ns);
+}
+__attribute__((visibility("default"))) int bertserve_queue_standing(void* q) {
+  return static_cast<WorkQueue*>(q)->standing() ? 1 : 0;
+}
+__attribute__((visibility("default"))) double bertserve_queue_wait_ratio(void* q) {
+  return static_cast<WorkQueue*>(q)->wait_ratio();
+}
+
+// 1: admitted; 0: refused. The job arrives at `now_ns`. `ahead_s`: the predicted wait before its batch starts;
+// `standing_wait_s`: refused because the queue stands, its predicted wait (else 0).
 __attribute__((visibility("default"))) int bertserve_queue_offer(
     void* q, uint64_t id, uint64_t deadline_ns, int hard, int64_t rows, int64_t tokens, double work_s, double own_s,
-    uint64_t now_ns, double* ahead_s) {
-  const Admission a = static_cast<WorkQueue*>(q)->Offer({id, deadline_ns, hard != 0, rows, tokens, work_s, own_s}, now_ns);
+    uint64_t now_ns, double* ahead_s, double* standing_wait_s) {
+  const Admission a =
+      static_cast<WorkQueue*>(q)->Offer({id, deadline_ns, hard != 0, rows, tokens, work_s, own_s, now_ns}, now_ns);
   *ahead_s = a.ahead_s;
+  *standing_wait_s = a.standing_wait_s;
   return a.admitted ? 1 : 0;
 }
 

@@ -18,12 +18,23 @@ class Queue:
         self.handle = lib.bertserve_queue_new(lanes, int(by_arrival))
 
     def offer(self, id_, deadline_ms, work_ms, own_ms=None, rows=1, tokens=16, hard=False, now_ms=0.0):
-        ahead = ctypes.c_double()
+        """(admitted, ms ahead); `standing_wait_ms`: refused because the queue stands, its predicted wait."""
+        ahead, wait = ctypes.c_double(), ctypes.c_double()
         admitted = self.lib.bertserve_queue_offer(
             self.handle, id_, int(deadline_ms * MS), int(hard), rows, tokens, work_ms / 1e3,
-            (work_ms if own_ms is None else own_ms) / 1e3, int(now_ms * MS), ctypes.byref(ahead),
+            (work_ms if own_ms is None else own_ms) / 1e3, int(now_ms * MS), ctypes.byref(ahead), ctypes.byref(wait),
         )  # fmt: skip
+        self.standing_wait_ms = wait.value * 1e3
         return bool(admitted), ahead.value * 1e3
+
+    def set_standing(self, target_ms, interval_ms):
+        self.lib.bertserve_queue_set_standing(self.handle, int(target_ms * MS), int(interval_ms * MS))
+
+    def standing(self):
+        return bool(self.lib.bertserve_queue_standing(self.handle))
+
+    def wait_ratio(self):
+        return self.lib.bertserve_queue_wait_ratio(self.handle)
 
     def take(self, now_ms=0.0, max_rows=128, max_tokens=1 << 20):
         batch, expired = (ctypes.c_uint64 * 64)(), (ctypes.c_uint64 * 64)()
@@ -50,7 +61,12 @@ def lib():
     lib.bertserve_queue_offer.argtypes = [
         ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
         ctypes.c_double, ctypes.c_double, ctypes.c_uint64, ctypes.POINTER(ctypes.c_double),
+        ctypes.POINTER(ctypes.c_double),
     ]  # fmt: skip
+    lib.bertserve_queue_set_standing.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64]
+    lib.bertserve_queue_standing.argtypes = [ctypes.c_void_p]
+    lib.bertserve_queue_wait_ratio.restype = ctypes.c_double
+    lib.bertserve_queue_wait_ratio.argtypes = [ctypes.c_void_p]
     lib.bertserve_queue_take.restype = ctypes.c_size_t
     lib.bertserve_queue_take.argtypes = [
         ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int64, ctypes.c_int64, ctypes.POINTER(ctypes.c_uint64),
@@ -132,6 +148,56 @@ def test_work_in_flight_counts_until_done_and_lanes_share_it(lib):
     q.take()
     q.done(2.0)
     assert q.backlog_ms() == 0.0
+
+
+def standing_queue(lib) -> Queue:
+    """Ten requests without a deadline of their own (1 s default), arrived at 0-9 ms, 10 ms of work each; the
+    queue stands once every one taken for 50 ms had waited 20 ms or more."""
+    q = Queue(lib)
+    q.set_standing(target_ms=20, interval_ms=50)
+    for i in range(10):
+        assert q.offer(i, deadline_ms=1000 + i, work_ms=10, now_ms=i)[0]
+    return q
+
+
+def test_a_queue_that_stands_admits_only_requests_whose_predicted_wait_is_below_the_target(lib):
+    q = standing_queue(lib)
+    assert q.take(now_ms=30, max_rows=1)[0] == [0] and not q.standing()  # waited 30 ms: above since 30
+    assert q.wait_ratio() == 1.0  # nothing was predicted ahead of request 0
+    assert q.take(now_ms=85, max_rows=1)[0] == [1] and q.standing()  # above for 55 ms, past the interval
+    # Request 1 was predicted to wait 10 ms and waited 84: waits are longer than the work ahead predicts.
+    assert 1.0 < q.wait_ratio() < 8.4
+    assert q.offer(10, deadline_ms=1086, work_ms=10, now_ms=86) == (False, pytest.approx(100.0))  # 2 in flight
+    assert q.standing_wait_ms == pytest.approx(100.0 * q.wait_ratio())
+    # A client's own deadline is never shortened: a bulk request that allows 60 s is admitted.
+    assert q.offer(11, deadline_ms=60_086, work_ms=10, hard=True, now_ms=86)[0]
+    while q.take(now_ms=100, max_rows=8)[0]:
+        pass
+    assert q.standing()  # emptied, by requests that waited long, and a batch still on the device
+    assert not q.offer(12, deadline_ms=1101, work_ms=10, now_ms=101)[0]
+    q.done(1000.0)  # every batch finished: the server has caught up
+    # The next burst (a closed-loop client's, sent once the last was answered) finds it idle and is admitted whole.
+    assert all(q.offer(i, deadline_ms=1200, work_ms=10, now_ms=200)[0] for i in range(13, 23))
+    assert not q.standing()
+
+
+def test_a_wait_shorter_than_the_interval_does_not_make_the_queue_stand(lib):
+    q = standing_queue(lib)
+    q.take(now_ms=30, max_rows=1)  # waited 30 ms: above the target from 30 ms
+    q.take(now_ms=50, max_rows=1)  # 20 ms later: not yet the interval
+    assert q.offer(10, deadline_ms=1000, work_ms=10, now_ms=55)[0]  # due first
+    assert q.take(now_ms=60, max_rows=1)[0] == [10]  # waited 5 ms: below the target, the count starts again
+    q.take(now_ms=70, max_rows=1)
+    q.take(now_ms=100, max_rows=1)
+    assert not q.standing()  # above for 30 ms only
+    assert q.offer(11, deadline_ms=1101, work_ms=10, now_ms=101)[0]  # the deadline alone decides
+
+
+def test_a_burst_is_admitted_whole_however_long_the_queue_would_stand(lib):
+    q = Queue(lib)
+    q.set_standing(target_ms=20, interval_ms=50)
+    assert all(q.offer(i, deadline_ms=1000, work_ms=10)[0] for i in range(95))  # 950 ms of work, one deadline
+    assert not q.offer(95, deadline_ms=1000, work_ms=100)[0] and q.standing_wait_ms == 0.0  # by the deadline
 
 
 def test_the_cost_model_is_linear_in_tokens_and_follows_what_batches_take(lib):

@@ -56,16 +56,20 @@ def test_the_native_encoder_sheds_itself_without_a_queue_policy(kind):
     assert config.parameters["deadline_us"].string_value == "10000"  # admission by work against the deadline
     assert config.parameters["max_batch_tokens"].string_value == str(32 * 128)  # the rows bind by default
     assert config.dynamic_batching.max_queue_delay_microseconds == 0  # it batches what queues during a forward
-    unbounded = parse(render(native_bert(dataclasses.replace(SHAPE, queue=None))))
+    held = parse(render(native_bert(dataclasses.replace(SHAPE, standing_queue_us=40_000))))
+    assert held.parameters["standing_queue_us"].string_value == "40000"  # the wait a sustained overload keeps
+    unbounded = parse(render(native_bert(dataclasses.replace(SHAPE, queue=None, standing_queue_us=40_000))))
     assert unbounded.parameters["deadline_us"].string_value == str(NO_DEADLINE_US)
+    assert unbounded.parameters["standing_queue_us"].string_value == "0"  # without shedding nothing is refused
 
 
 @pytest.mark.parametrize(
     "config", [lambda shape: rerank_config(shape), lambda shape: classify_config(shape, 0, {0: "no", 1: "yes"})]
 )
 def test_the_sequence_tasks_are_admitted_by_deadline_as_the_native_encoder(config):
-    generated = parse(render(config(SHAPE)))
+    generated = parse(render(config(dataclasses.replace(SHAPE, standing_queue_us=40_000))))
     assert generated.parameters["deadline_us"].string_value == "10000"
+    assert generated.parameters["standing_queue_us"].string_value == "40000"
     assert not generated.HasField("dynamic_batching")  # one request already holds its rows
     unbounded = parse(render(config(dataclasses.replace(SHAPE, queue=None))))
     assert unbounded.parameters["deadline_us"].string_value == str(NO_DEADLINE_US)
