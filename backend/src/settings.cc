@@ -21,7 +21,10 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 constexpr const char* kManifest = "manifest.json";
-constexpr int64_t kDeadlineUs = 10'000;  // the latency budget, as export's default; export writes each model's own
+// Admission where config.pbtxt has no parameter (a repository exported before it existed): export's defaults, per
+// device kind (export/config.py, DEFAULT_DEADLINE_US and DEFAULT_STANDING_QUEUE_US; export writes each model's own).
+constexpr int64_t kGpuDeadlineUs = 10'000, kCpuDeadlineUs = 1'000'000;
+constexpr int64_t kGpuStandingQueueUs = 0, kCpuStandingQueueUs = 40'000;
 // How long every request must have waited past standing_queue_us before the queue counts as standing: CoDel's
 // interval, longer than the transient queues of an ordinary load.
 constexpr int64_t kStandingIntervalUs = 100'000;
@@ -55,6 +58,14 @@ std::string Parameter(const json& config, const char* key, const std::string& fa
   auto params = config.find("parameters");
   if (params == config.end() || !params->contains(key)) return fallback;
   return Field<std::string>((*params)[key], "string_value", std::string("parameter ") + key);
+}
+
+// Whether the model's instances run on GPUs (Triton resolves KIND_AUTO before the backend sees the config).
+bool OnGpu(const json& config) {
+  auto groups = config.find("instance_group");
+  if (groups == config.end() || !groups->is_array()) return false;
+  return std::any_of(groups->begin(), groups->end(),
+                     [](const json& g) { return g.is_object() && g.value("kind", std::string()) == "KIND_GPU"; });
 }
 
 // An integer parameter of config.pbtxt of at least `min`, or `fallback` when absent.
@@ -180,12 +191,14 @@ ModelSettings ReadSettings(const std::string& name, const fs::path& dir, const s
   if (s.tokenize_only() && !s.text()) throw Invalid(name + ": a tokenizer model (runtime \"none\") needs a tokenizer");
   s.threads = static_cast<int>(IntParameter(config, name, "threads", 0, 0));
   if (s.threads == 0) s.threads = UsableCpus();
-  s.deadline_us = static_cast<uint64_t>(IntParameter(config, name, "deadline_us", kDeadlineUs, 1));
+  const bool gpu = OnGpu(config);
+  s.deadline_us = static_cast<uint64_t>(IntParameter(config, name, "deadline_us", gpu ? kGpuDeadlineUs : kCpuDeadlineUs, 1));
   if (s.deadline_us > static_cast<uint64_t>(kLongestDeadlineUs)) {
     throw Invalid(name + ": parameter deadline_us must be at most " + std::to_string(kLongestDeadlineUs) +
                   " (a day), got " + std::to_string(s.deadline_us));
   }
-  s.standing_queue_us = static_cast<uint64_t>(IntParameter(config, name, "standing_queue_us", 0, 0));
+  s.standing_queue_us = static_cast<uint64_t>(
+      IntParameter(config, name, "standing_queue_us", gpu ? kGpuStandingQueueUs : kCpuStandingQueueUs, 0));
   s.standing_interval_us =
       static_cast<uint64_t>(IntParameter(config, name, "standing_interval_us", kStandingIntervalUs, 0));
   for (const auto& [key, value] : {std::pair{"standing_queue_us", s.standing_queue_us},

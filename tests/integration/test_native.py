@@ -118,6 +118,22 @@ def test_requests_are_admitted_by_queued_work_against_their_deadline(exported_re
     assert after == ["ok"]
 
 
+def test_a_repository_exported_before_the_admission_parameters_gets_exports_defaults(exported_repository, tmp_path):
+    """Without `deadline_us` and `standing_queue_us` in its config (an older export), a CPU model admits as a fresh
+    CPU export does (1 s and 40 ms), not by the GPU's 10 ms budget, which would refuse ordinary CPU bursts."""
+    repo = linked_copy(exported_repository, tmp_path / "repo")
+    config = repo / "embed" / "config.pbtxt"
+    kept = re.sub(
+        r'parameters \{\s*key: "(deadline_us|standing_queue_us)"\s*value \{[^}]*\}\s*\}\s*', "", config.read_text()
+    )
+    assert "deadline_us" not in kept and "standing_queue_us" not in kept
+    replace_file(config, kept.encode())
+    record_config(repo / "embed")
+    with processes.running(repo, tmp_path / "server.log") as server:
+        deadline_s = asyncio.run(_gauge(server.metrics_url, "embed", "deadline_seconds"))
+    assert deadline_s == 1.0  # the gauge publishes the deadline the model admits by
+
+
 def _texts(texts: list[bytes]) -> list:
     data = np.array([[t] for t in texts], dtype=np.object_)
     i = grpcclient.InferInput("TEXT", list(data.shape), "BYTES")
