@@ -18,7 +18,7 @@ from torch import nn
 
 from export import artifacts as art
 from export import autotune, checkpoint, fp8, fusion, model_configs, native_tokenizer, serving_choice
-from export.config import DEFAULT_DEADLINE_US, DEFAULT_STANDING_QUEUE_US, ExportConfig
+from export.config import DEFAULT_DEADLINE_US, ExportConfig
 from export.encoder import Encoder
 from export.errors import AccuracyGateError, ConfigError, ExportError
 from export.progress import Steps
@@ -265,9 +265,7 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
         if cfg.shedding
         else None,
         deadline_us=cfg.deadline_us or DEFAULT_DEADLINE_US[cfg.target],
-        standing_queue_us=DEFAULT_STANDING_QUEUE_US[cfg.target]
-        if cfg.standing_queue_us is None
-        else cfg.standing_queue_us,
+        standing_queue_us=cfg.standing_queue_us,
         max_batch_tokens=cfg.max_batch_tokens or cfg.max_batch * max_seq,
     )
     report = {

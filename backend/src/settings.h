@@ -29,9 +29,9 @@ struct ModelSettings {
   bool queue_by_arrival = false;  // `queue_order`: "deadline" (earliest first, the default) or "arrival"
   // Sustained overload (work_queue.h): a queue whose requests without a timeout of their own have all waited at
   // least `standing_queue_us` for `standing_interval_us` admits such requests only while their predicted wait is
-  // shorter. 0: no such rule, the deadline alone. Where config.pbtxt lacks `deadline_us` or `standing_queue_us`
-  // (a repository exported before them), export's default for the instances' kind: 10 ms and 0 on a GPU, 1 s and
-  // 40 ms on the CPU.
+  // shorter. 0 (the default): no such rule, the deadline alone (it also refuses closed-loop clients, whose waits
+  // stand without an overload: docs/PERFORMANCE.md). Where config.pbtxt lacks `deadline_us` (a repository exported
+  // before it), export's default for the instances' kind: 10 ms on a GPU, 1 s on the CPU.
   uint64_t standing_queue_us = 0;
   uint64_t standing_interval_us = 0;
   // `cuda_graphs` ("true", the default, or "false"): the sequence tasks' scorer replays a CUDA graph per bucket on

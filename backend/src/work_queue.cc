@@ -11,6 +11,9 @@ constexpr size_t kFillWindow = 256;
 // The waits that correct the predicted wait (Offer's work ahead): only those predicted long enough to measure, each
 // weighing 1/16 (a batch or two of them), their ratio bounded against outliers.
 constexpr double kLeastAheadS = 1e-3, kRatioWeight = 1.0 / 16, kLeastRatio = 0.25, kMostRatio = 8.0;
+// An overload: more work offered per second of a lane than a quarter over what it drains (the work times the measured
+// ratio). Closed-loop clients, who send when answered, offer about 1 however long their queue.
+constexpr double kOverloaded = 1.25;
 
 }  // namespace
 
@@ -34,6 +37,7 @@ Admission WorkQueue::Offer(const Job& job, uint64_t now_ns) {
     }
   }
   if (a.admitted) {
+    Offered(job.work_s);
     const uint64_t order = order_++;
     Job& queued = jobs_.emplace(std::make_pair(by_arrival_ ? order : job.deadline_ns, order), job).first->second;
     queued.ahead_s = a.ahead_s;
@@ -93,13 +97,18 @@ void WorkQueue::Waited(const Job& job, uint64_t now_ns) {
     wait_ratio_ += kRatioWeight * (std::clamp(ratio, kLeastRatio, kMostRatio) - wait_ratio_);
   }
   const bool above = now_ns >= job.arrived_ns + target_ns_;
-  if (above != above_) above_ = above, since_ns_ = now_ns;  // a run of waits on the other side of the target starts
+  if (above != above_) above_ = above, since_ns_ = now_ns, offered_s_ = 0.0;  // a run on the other side starts
   const bool run_is_long = now_ns >= since_ns_ + interval_ns_;
-  if (!standing_) {
-    standing_ = above_ && run_is_long;
+  if (!standing_ && above_ && run_is_long) {
+    const double offered_per_s = offered_s_ / (static_cast<double>(now_ns - since_ns_) * 1e-9) / lanes_;
+    standing_ = offered_per_s * wait_ratio_ >= kOverloaded;
   } else if (!above_ && run_is_long && now_ns >= refused_ns_ + interval_ns_) {
     standing_ = false;  // short waits, and none refused for as long: the overload has passed
   }
+}
+
+void WorkQueue::Offered(double work_s) {
+  if (target_ns_ != 0) offered_s_ += work_s;
 }
 
 void WorkQueue::Done(double work_s) {

@@ -11,7 +11,9 @@
 // Sustained overload (after CoDel, Nichols and Jacobson 2012): a deadline admits bursts, but under a load the
 // device cannot drain the queue fills to the deadline and every accepted request waits that long. So the queue also
 // watches the wait of the requests without a deadline of their own (not `hard`): when every one taken for a whole
-// `interval` had waited at least `target`, the queue is standing; while it stands, such a request is admitted only
+// `interval` had waited at least `target`, and meanwhile more work was admitted than the lanes drain (closed-loop
+// clients at capacity wait long but send no more than is answered), the queue is standing; while it stands, such a
+// request is admitted only
 // if its predicted wait is less than `target`. It stands no more once nothing is queued or in flight (a closed-loop
 // client's bursts, each sent when the last was answered, never find it standing), or once every such request taken
 // for an `interval` had waited less than `target` and none was refused for as long. The predicted wait is the work ahead times the ratio of the waits measured to
@@ -81,6 +83,7 @@ class WorkQueue {
 
  private:
   void Waited(const Job& job, uint64_t now_ns);  // a job without a deadline of its own was taken now
+  void Offered(double work_s);                   // a job admitted
 
   std::map<std::pair<uint64_t, uint64_t>, Job> jobs_;  // (deadline, or arrival order; arrival order) -> job
   uint64_t target_ns_ = 0, interval_ns_ = 0;
@@ -88,6 +91,7 @@ class WorkQueue {
   uint64_t since_ns_ = 0;
   uint64_t refused_ns_ = 0;  // when the standing rule last refused a request (its arrival)
   bool standing_ = false;
+  double offered_s_ = 0.0;  // work admitted since `since_ns_`
   double wait_ratio_ = 1.0;  // measured waits over predicted ones
   bool by_arrival_ = false;
   uint64_t order_ = 0;

@@ -120,7 +120,7 @@ def test_requests_are_admitted_by_queued_work_against_their_deadline(exported_re
 
 def test_a_repository_exported_before_the_admission_parameters_gets_exports_defaults(exported_repository, tmp_path):
     """Without `deadline_us` and `standing_queue_us` in its config (an older export), a CPU model admits as a fresh
-    CPU export does (1 s and 40 ms), not by the GPU's 10 ms budget, which would refuse ordinary CPU bursts."""
+    CPU export does (1 s), not by the GPU's 10 ms budget, which would refuse ordinary CPU bursts."""
     repo = linked_copy(exported_repository, tmp_path / "repo")
     config = repo / "embed" / "config.pbtxt"
     kept = re.sub(

@@ -151,46 +151,65 @@ def test_work_in_flight_counts_until_done_and_lanes_share_it(lib):
 
 
 def standing_queue(lib) -> Queue:
-    """Ten requests without a deadline of their own (1 s default), arrived at 0-9 ms, 10 ms of work each; the
-    queue stands once every one taken for 50 ms had waited 20 ms or more."""
+    """Ten requests without a deadline of their own (1 s default), 10 ms of work each, one every 6 ms (0-54 ms). The
+    queue stands once every request taken for 50 ms had waited 20 ms or more while work came in faster than one lane
+    drains it."""
     q = Queue(lib)
     q.set_standing(target_ms=20, interval_ms=50)
     for i in range(10):
-        assert q.offer(i, deadline_ms=1000 + i, work_ms=10, now_ms=i)[0]
+        assert q.offer(i, deadline_ms=1000 + 6 * i, work_ms=10, now_ms=6 * i)[0]
     return q
 
 
 def test_a_queue_that_stands_admits_only_requests_whose_predicted_wait_is_below_the_target(lib):
     q = standing_queue(lib)
-    assert q.take(now_ms=30, max_rows=1)[0] == [0] and not q.standing()  # waited 30 ms: above since 30
+    assert q.take(now_ms=60, max_rows=1)[0] == [0] and not q.standing()  # waited 60 ms: above since 60
     assert q.wait_ratio() == 1.0  # nothing was predicted ahead of request 0
-    assert q.take(now_ms=85, max_rows=1)[0] == [1] and q.standing()  # above for 55 ms, past the interval
-    # Request 1 was predicted to wait 10 ms and waited 84: waits are longer than the work ahead predicts.
-    assert 1.0 < q.wait_ratio() < 8.4
-    assert q.offer(10, deadline_ms=1086, work_ms=10, now_ms=86) == (False, pytest.approx(100.0))  # 2 in flight
-    assert q.standing_wait_ms == pytest.approx(100.0 * q.wait_ratio())
+    for i in range(10, 18):  # arrivals go on, 80 ms of work in 55 ms
+        assert q.offer(i, deadline_ms=1066 + 6 * (i - 10), work_ms=10, now_ms=66 + 6 * (i - 10))[0]
+    assert q.take(now_ms=115, max_rows=1)[0] == [1] and q.standing()  # above for 55 ms, past the interval
+    # Request 1 was predicted to wait 10 ms and waited 109: waits are longer than the work ahead predicts.
+    assert 1.0 < q.wait_ratio() < 10.9
+    assert q.offer(18, deadline_ms=1116, work_ms=10, now_ms=116) == (False, pytest.approx(180.0))  # 2 in flight
+    assert q.standing_wait_ms == pytest.approx(180.0 * q.wait_ratio())
     # A client's own deadline is never shortened: a bulk request that allows 60 s is admitted.
-    assert q.offer(11, deadline_ms=60_086, work_ms=10, hard=True, now_ms=86)[0]
-    while q.take(now_ms=100, max_rows=8)[0]:
+    assert q.offer(19, deadline_ms=60_116, work_ms=10, hard=True, now_ms=116)[0]
+    while q.take(now_ms=120, max_rows=8)[0]:
         pass
     assert q.standing()  # emptied, by requests that waited long, and a batch still on the device
-    assert not q.offer(12, deadline_ms=1101, work_ms=10, now_ms=101)[0]
+    assert not q.offer(20, deadline_ms=1121, work_ms=10, now_ms=121)[0]
     q.done(1000.0)  # every batch finished: the server has caught up
     # The next burst (a closed-loop client's, sent once the last was answered) finds it idle and is admitted whole.
-    assert all(q.offer(i, deadline_ms=1200, work_ms=10, now_ms=200)[0] for i in range(13, 23))
+    assert all(q.offer(i, deadline_ms=1200, work_ms=10, now_ms=200)[0] for i in range(21, 31))
     assert not q.standing()
 
 
 def test_a_wait_shorter_than_the_interval_does_not_make_the_queue_stand(lib):
     q = standing_queue(lib)
-    q.take(now_ms=30, max_rows=1)  # waited 30 ms: above the target from 30 ms
-    q.take(now_ms=50, max_rows=1)  # 20 ms later: not yet the interval
-    assert q.offer(10, deadline_ms=1000, work_ms=10, now_ms=55)[0]  # due first
-    assert q.take(now_ms=60, max_rows=1)[0] == [10]  # waited 5 ms: below the target, the count starts again
-    q.take(now_ms=70, max_rows=1)
+    q.take(now_ms=60, max_rows=1)  # waited 60 ms: above the target from 60 ms
+    q.take(now_ms=80, max_rows=1)  # 20 ms later: not yet the interval
+    assert q.offer(10, deadline_ms=1000, work_ms=10, now_ms=85)[0]  # due first
+    assert q.take(now_ms=90, max_rows=1)[0] == [10]  # waited 5 ms: below the target, the count starts again
     q.take(now_ms=100, max_rows=1)
-    assert not q.standing()  # above for 30 ms only
-    assert q.offer(11, deadline_ms=1101, work_ms=10, now_ms=101)[0]  # the deadline alone decides
+    q.take(now_ms=140, max_rows=1)
+    assert not q.standing()  # above for 40 ms only
+    assert q.offer(11, deadline_ms=1141, work_ms=10, now_ms=141)[0]  # the deadline alone decides
+
+
+def test_closed_loop_clients_at_capacity_never_make_the_queue_stand(lib):
+    """Four clients that each send 45 ms of work when answered wait 135 ms a request, far past the target, but
+    offer no more than one lane drains: nothing is refused."""
+    q = Queue(lib)
+    q.set_standing(target_ms=20, interval_ms=50)
+    now, next_id = 0.0, 4
+    assert all(q.offer(i, deadline_ms=1000, work_ms=45, now_ms=now)[0] for i in range(4))
+    for _ in range(40):  # 1.8 s
+        batch, _, work = q.take(now_ms=now, max_rows=1)
+        now += 45
+        q.done(work)
+        admitted, _ = q.offer(next_id, deadline_ms=now + 1000, work_ms=45, now_ms=now)  # its client sends again
+        assert admitted and not q.standing(), (now, q.standing_wait_ms)
+        next_id += 1
 
 
 def test_a_burst_is_admitted_whole_however_long_the_queue_would_stand(lib):
