@@ -11,8 +11,8 @@ constexpr size_t kFillWindow = 256;
 // The waits that correct the predicted wait (Offer's work ahead): only those predicted long enough to measure, each
 // weighing 1/16 (a batch or two of them), their ratio bounded against outliers.
 constexpr double kLeastAheadS = 1e-3, kRatioWeight = 1.0 / 16, kLeastRatio = 0.25, kMostRatio = 8.0;
-// An overload: more work offered per second of a lane than a quarter over what it drains (the work times the measured
-// ratio). Closed-loop clients, who send when answered, offer about 1 however long their queue.
+// An overload: more work admitted per second of a lane than a quarter over what it drains (the work times the
+// measured ratio). Closed-loop clients, who send when answered, bring about 1 however long their queue.
 constexpr double kOverloaded = 1.25;
 
 }  // namespace
@@ -100,7 +100,8 @@ void WorkQueue::Waited(const Job& job, uint64_t now_ns) {
   if (above != above_) above_ = above, since_ns_ = now_ns, offered_s_ = 0.0;  // a run on the other side starts
   const bool run_is_long = now_ns >= since_ns_ + interval_ns_;
   if (!standing_ && above_ && run_is_long) {
-    const double offered_per_s = offered_s_ / (static_cast<double>(now_ns - since_ns_) * 1e-9) / lanes_;
+    const double elapsed_s = std::max(static_cast<double>(now_ns - since_ns_) * 1e-9, 1e-6);
+    const double offered_per_s = offered_s_ / elapsed_s / lanes_;
     standing_ = offered_per_s * wait_ratio_ >= kOverloaded;
   } else if (!above_ && run_is_long && now_ns >= refused_ns_ + interval_ns_) {
     standing_ = false;  // short waits, and none refused for as long: the overload has passed
