@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import json
 import logging
-import os
 import platform
 import tempfile
 from pathlib import Path
@@ -49,8 +48,7 @@ def main() -> None:
     p.add_argument("--output", type=Path, default=Path("reports/standing-queue.json"))
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    if args.server_cpus and (others := os.sched_getaffinity(0) - args.server_cpus):
-        os.sched_setaffinity(0, others)
+    processes.load_beside(args.server_cpus)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         repos = {}

@@ -9,7 +9,6 @@ import argparse
 import asyncio
 import json
 import logging
-import os
 import shutil
 import signal
 import sys
@@ -91,10 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     repo = shedding_copy(args.repository, work / "repo", policy)  # as exported, unless --deadline-us
     if args.standing_queue_us is not None:
         set_native_parameter(repo, "standing_queue_us", str(args.standing_queue_us))
-    if args.server_cpus:
-        others = os.sched_getaffinity(0) - args.server_cpus
-        if others:
-            os.sched_setaffinity(0, others)
+    processes.load_beside(args.server_cpus)
     with processes.running(repo, work / "server.log", cpus=args.server_cpus) as server:
         if args.command == "overload":
             result = asyncio.run(scenarios.overload(server, factor=args.factor, seconds=args.seconds))

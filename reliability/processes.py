@@ -163,6 +163,12 @@ def parse_cpus(text: str) -> set[int]:
     return cpus
 
 
+def load_beside(server_cpus: set[int] | None) -> None:
+    """This process (the load) moves off the server's CPUs, where others are left to it."""
+    if server_cpus and (others := os.sched_getaffinity(0) - server_cpus):
+        os.sched_setaffinity(0, others)
+
+
 def start(
     repository: Path,
     log_path: Path,

@@ -192,16 +192,13 @@ ModelSettings ReadSettings(const std::string& name, const fs::path& dir, const s
   s.threads = static_cast<int>(IntParameter(config, name, "threads", 0, 0));
   if (s.threads == 0) s.threads = UsableCpus();
   const bool gpu = OnGpu(config);
-  s.deadline_us = static_cast<uint64_t>(IntParameter(config, name, "deadline_us", gpu ? kGpuDeadlineUs : kCpuDeadlineUs, 1));
-  if (s.deadline_us > static_cast<uint64_t>(kLongestDeadlineUs)) {
-    throw Invalid(name + ": parameter deadline_us must be at most " + std::to_string(kLongestDeadlineUs) +
-                  " (a day), got " + std::to_string(s.deadline_us));
-  }
-  s.standing_queue_us = static_cast<uint64_t>(
-      IntParameter(config, name, "standing_queue_us", 0, 0));
+  s.deadline_us =
+      static_cast<uint64_t>(IntParameter(config, name, "deadline_us", gpu ? kGpuDeadlineUs : kCpuDeadlineUs, 1));
+  s.standing_queue_us = static_cast<uint64_t>(IntParameter(config, name, "standing_queue_us", 0, 0));
   s.standing_interval_us =
       static_cast<uint64_t>(IntParameter(config, name, "standing_interval_us", kStandingIntervalUs, 0));
-  for (const auto& [key, value] : {std::pair{"standing_queue_us", s.standing_queue_us},
+  for (const auto& [key, value] : {std::pair{"deadline_us", s.deadline_us},
+                                   std::pair{"standing_queue_us", s.standing_queue_us},
                                    std::pair{"standing_interval_us", s.standing_interval_us}}) {
     if (value > static_cast<uint64_t>(kLongestDeadlineUs)) {
       throw Invalid(name + ": parameter " + key + " must be at most " + std::to_string(kLongestDeadlineUs) +

@@ -37,7 +37,7 @@ Admission WorkQueue::Offer(const Job& job, uint64_t now_ns) {
     }
   }
   if (a.admitted) {
-    Offered(job.work_s);
+    if (target_ns_ != 0) admitted_s_ += job.work_s;  // for Waited: is more admitted than drains?
     const uint64_t order = order_++;
     Job& queued = jobs_.emplace(std::make_pair(by_arrival_ ? order : job.deadline_ns, order), job).first->second;
     queued.ahead_s = a.ahead_s;
@@ -97,19 +97,14 @@ void WorkQueue::Waited(const Job& job, uint64_t now_ns) {
     wait_ratio_ += kRatioWeight * (std::clamp(ratio, kLeastRatio, kMostRatio) - wait_ratio_);
   }
   const bool above = now_ns >= job.arrived_ns + target_ns_;
-  if (above != above_) above_ = above, since_ns_ = now_ns, offered_s_ = 0.0;  // a run on the other side starts
+  if (above != above_) above_ = above, since_ns_ = now_ns, admitted_s_ = 0.0;  // a run on the other side starts
   const bool run_is_long = now_ns >= since_ns_ + interval_ns_;
   if (!standing_ && above_ && run_is_long) {
     const double elapsed_s = std::max(static_cast<double>(now_ns - since_ns_) * 1e-9, 1e-6);
-    const double offered_per_s = offered_s_ / elapsed_s / lanes_;
-    standing_ = offered_per_s * wait_ratio_ >= kOverloaded;
+    standing_ = admitted_s_ / elapsed_s / lanes_ * wait_ratio_ >= kOverloaded;
   } else if (!above_ && run_is_long && now_ns >= refused_ns_ + interval_ns_) {
     standing_ = false;  // short waits, and none refused for as long: the overload has passed
   }
-}
-
-void WorkQueue::Offered(double work_s) {
-  if (target_ns_ != 0) offered_s_ += work_s;
 }
 
 void WorkQueue::Done(double work_s) {

@@ -12,15 +12,14 @@
 // device cannot drain the queue fills to the deadline and every accepted request waits that long. So the queue also
 // watches the wait of the requests without a deadline of their own (not `hard`): when every one taken for a whole
 // `interval` had waited at least `target`, and meanwhile more work was admitted than the lanes drain (closed-loop
-// clients at capacity wait long but send no more than is answered), the queue is standing; while it stands, such a
-// request is admitted only
-// if its predicted wait is less than `target`. It stands no more once nothing is queued or in flight (a closed-loop
-// client's bursts, each sent when the last was answered, never find it standing), or once every such request taken
-// for an `interval` had waited less than `target` and none was refused for as long. The predicted wait is the work ahead times the ratio of the waits measured to
-// those predicted, learnt from every request taken: under overload batches are smaller than the full ones the work
-// assumes, and answering takes the cores between forwards. So under any sustained overload the queue holds about
-// `target` of waiting, while a transient queue shorter than `interval` (a burst: it arrives before anything has
-// waited) is admitted whole. A client's own deadline is never shortened.
+// clients at capacity wait long but send no more than is answered), the queue is standing. While it stands, such a
+// request is admitted only if its predicted wait is less than `target`: the work ahead times the ratio of the waits
+// measured to those predicted, learnt from every request taken (under overload batches are smaller than the full
+// ones the work assumes, and answering takes the cores between forwards). It stands no more once nothing is queued
+// or in flight (a closed-loop client's bursts, each sent when the last was answered, never find it standing), or
+// once every such request taken for an `interval` had waited less than `target` and none was refused for as long.
+// A transient queue shorter than `interval` (a burst: it arrives before anything has waited) is admitted whole, and
+// a client's own deadline is never shortened.
 #pragma once
 
 #include <cstddef>
@@ -83,7 +82,6 @@ class WorkQueue {
 
  private:
   void Waited(const Job& job, uint64_t now_ns);  // a job without a deadline of its own was taken now
-  void Offered(double work_s);                   // a job admitted
 
   std::map<std::pair<uint64_t, uint64_t>, Job> jobs_;  // (deadline, or arrival order; arrival order) -> job
   uint64_t target_ns_ = 0, interval_ns_ = 0;
@@ -91,7 +89,7 @@ class WorkQueue {
   uint64_t since_ns_ = 0;
   uint64_t refused_ns_ = 0;  // when the standing rule last refused a request (its arrival)
   bool standing_ = false;
-  double offered_s_ = 0.0;  // work admitted since `since_ns_`
+  double admitted_s_ = 0.0;  // work admitted since `since_ns_`
   double wait_ratio_ = 1.0;  // measured waits over predicted ones
   bool by_arrival_ = false;
   uint64_t order_ = 0;
