@@ -32,6 +32,7 @@ from serving.contract import native
 ROOT = Path(__file__).resolve().parents[2]
 TEST_REPOSITORY = ROOT / "build" / "test-repository"
 READY_TIMEOUT_S = 180
+EXPORT_LOG_LINES = 40
 # Serve only the native encoder models (no tokenizer stub, no embed): `make backend-asan` sets it, because the
 # Python-backend stub, which inherits the sanitizer's preload from tritonserver, crashes under it.
 NATIVE_ONLY = os.environ.get("BERTSERVE_TEST_NATIVE_ONLY", "") == "1"
@@ -56,11 +57,25 @@ def exported_models(repository: Path, specs: tuple[str, ...], max_seq: int, max_
     """Several checkpoints (``--model NAME=SPEC`` each) exported into one repository, again when the export code
     changed; untuned and without ONNX, to keep the tests' exports short."""
     if not _fresh(repository):
-        subprocess.run(
-            [sys.executable, "-m", "export", *(a for s in specs for a in ("--model", s)), "--max-batch", str(max_batch),
-             "--max-seq", str(max_seq), "--no-autotune", "--skip", "onnx", "--output", str(repository)],
-            cwd=ROOT, check=True,
+        run_export(repository, *(a for s in specs for a in ("--model", s)), "--max-batch", str(max_batch),
+               "--max-seq", str(max_seq), "--no-autotune", "--skip", "onnx")  # fmt: skip
+    return repository
+
+
+def run_export(repository: Path, *options: str) -> Path:
+    """``python -m export ... --output repository``, its output kept in ``repository``.export.log; a failed export
+    fails the test with the log's last lines (the gate or step that failed), which a CI log would otherwise lack."""
+    log = repository.parent / f"{repository.name}.export.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        done = subprocess.run(
+            [sys.executable, "-m", "export", *options, "--output", str(repository)],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
+    if done.returncode != 0:
+        lines = re.split(r"[\r\n]+", log.read_text(errors="replace"))
+        tail = "\n".join(line for line in lines[-EXPORT_LOG_LINES:] if line.strip())
+        pytest.fail(f"export {' '.join(options)} exited {done.returncode}; the end of {log}:\n{tail}", pytrace=False)
     return repository
 
 
@@ -72,11 +87,7 @@ def exported_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     given = os.environ.get("BERTSERVE_TEST_REPOSITORY")
     repo = Path(given).resolve() if given else TEST_REPOSITORY
     if not given and not _fresh(TEST_REPOSITORY):
-        subprocess.run(
-            [sys.executable, "-m", "export", "--output", str(TEST_REPOSITORY)],
-            cwd=ROOT,
-            check=True,
-        )
+        run_export(TEST_REPOSITORY)
     return native_only_copy(repo, tmp_path_factory.mktemp("native-only")) if NATIVE_ONLY else repo
 
 

@@ -8,7 +8,6 @@ import asyncio
 import json
 import re
 import signal
-import subprocess
 import sys
 import time
 import urllib.request
@@ -25,7 +24,15 @@ from tritonclient.utils import InferenceServerException
 from export import cross_encoder
 from export.repository import code_sha256
 from reliability.processes import http_status
-from tests.integration.conftest import READY_TIMEOUT_S, ROOT, served_counts, start_server, stop_server, wait_ready
+from tests.integration.conftest import (
+    READY_TIMEOUT_S,
+    ROOT,
+    run_export,
+    served_counts,
+    start_server,
+    stop_server,
+    wait_ready,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -39,11 +46,8 @@ def exported(repository: Path, task: str, max_batch: int, *options: str) -> Path
     ``options`` say otherwise (--precision ...)."""
     index = repository / "repository.json"
     if not (index.is_file() and json.loads(index.read_text()).get("code_sha256") == code_sha256()):
-        subprocess.run(
-            [sys.executable, "-m", "export", "--task", task, "--max-batch", str(max_batch), "--max-seq", str(MAX_SEQ),
-             "--output", str(repository), *(options or ("--precision", "fp32"))],
-            cwd=ROOT, check=True,
-        )  # fmt: skip
+        run_export(repository, "--task", task, "--max-batch", str(max_batch), "--max-seq", str(MAX_SEQ),
+               *(options or ("--precision", "fp32")))  # fmt: skip
     return repository
 
 
