@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import hashlib
 import json
 import logging
@@ -18,6 +19,7 @@ import sysconfig
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +35,8 @@ from serving.launcher.config import ENV_PREFIX, RESTRICTED, ServeConfig
 from serving.launcher.stubs import STUB, remove_regions, stubs
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+SCRATCH_PREFIX = "bertserve-tmpdir-"  # tritonserver's TMPDIR: private_tmpdir
+SCRATCH_GRACE_S = 60
 log = logging.getLogger(__name__)
 
 # Backends a model of the repository index needs, by the name Triton gives the backend directory.
@@ -366,6 +370,39 @@ def _own_process_group() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+@contextlib.contextmanager
+def private_tmpdir(env: dict[str, str]) -> Iterator[Path]:
+    """TMPDIR of tritonserver and its stubs: a directory of this server's own, removed when it exits, however it
+    exits. Each AOTInductor package unpacks its shared library and kernels there at load (~90 MB for MiniLM) and
+    removes them only when its model unloads, so every killed server would leave them behind in /tmp. What a
+    killed launcher left (a container killed whole, whose /tmp outlives it) goes at the next start."""
+    root = Path(tempfile.gettempdir())
+    _remove_abandoned(root)
+    path = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=root))
+    with (path / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        env["TMPDIR"] = str(path)
+        try:
+            yield path
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _remove_abandoned(root: Path) -> None:
+    """The scratch directories in ``root`` whose launcher is gone: their lock is free (a running launcher holds
+    its own) and they are older than a start takes to lock one."""
+    for path in root.glob(f"{SCRATCH_PREFIX}*"):
+        try:
+            if time.time() - path.stat().st_mtime < SCRATCH_GRACE_S:
+                continue
+            with (path / ".lock").open("a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                shutil.rmtree(path, ignore_errors=True)
+                log.info("removed %s, left by a server that was killed", path)
+        except OSError:  # held by a running launcher, or not a directory of ours
+            continue
+
+
 def serve(cfg: ServeConfig) -> int:
     """Run tritonserver in the foreground; SIGINT/SIGTERM are passed on so that it drains and exits."""
     log.info("serve config: %s (admin key %s)", cfg, "configured" if cfg.admin_key else "random, APIs closed")
@@ -384,46 +421,47 @@ def serve(cfg: ServeConfig) -> int:
             "CPU repository: tritonserver's own CUDA probes log 'CudaDriverHelper has not been initialized' and, "
             "for an ensemble, 'unable to create stream'; on a host without a GPU both are expected and harmless"
         )
-    proc = subprocess.Popen(cmd, env=server.env, preexec_fn=_own_process_group)
-    gateway = gateway_process.start(cfg, _own_process_group)
-    admin = Admin(cfg, key)
-    python_models, ensembles = _roles(index, models)
-    watchdog = StubWatchdog(admin, proc, python_models)
-    watchdog.start()
-    stopping = threading.Event()
-    drained: list[bool] = []
-    drains: list[threading.Thread] = []
+    with private_tmpdir(server.env):
+        proc = subprocess.Popen(cmd, env=server.env, preexec_fn=_own_process_group)
+        gateway = gateway_process.start(cfg, _own_process_group)
+        admin = Admin(cfg, key)
+        python_models, ensembles = _roles(index, models)
+        watchdog = StubWatchdog(admin, proc, python_models)
+        watchdog.start()
+        stopping = threading.Event()
+        drained: list[bool] = []
+        drains: list[threading.Thread] = []
 
-    def forward(signum: int, _frame: object) -> None:
+        def forward(signum: int, _frame: object) -> None:
+            watchdog.stopping.set()
+            if stopping.is_set():  # a second signal: no more waiting for the ensembles
+                log.info("received %s again: stopping tritonserver now", signal.Signals(signum).name)
+                proc.terminate()
+                return
+            stopping.set()
+            if gateway:
+                gateway.terminate()  # it stops accepting and answers what is in flight as tritonserver drains
+            log.info(
+                "received %s: draining in-flight requests (up to %d s)", signal.Signals(signum).name, cfg.exit_timeout_s
+            )
+
+            def drain() -> None:
+                drained.append(drain_then_stop(admin, proc, ensembles, cfg.exit_timeout_s, models))
+
+            drains.append(threading.Thread(target=drain, name="drain", daemon=True))
+            drains[-1].start()
+
+        signal.signal(signal.SIGINT, forward)
+        signal.signal(signal.SIGTERM, forward)
+        code = proc.wait()
         watchdog.stopping.set()
-        if stopping.is_set():  # a second signal: no more waiting for the ensembles
-            log.info("received %s again: stopping tritonserver now", signal.Signals(signum).name)
-            proc.terminate()
-            return
-        stopping.set()
-        if gateway:
-            gateway.terminate()  # it stops accepting and answers what is in flight as tritonserver drains
-        log.info(
-            "received %s: draining in-flight requests (up to %d s)", signal.Signals(signum).name, cfg.exit_timeout_s
-        )
-
-        def drain() -> None:
-            drained.append(drain_then_stop(admin, proc, ensembles, cfg.exit_timeout_s, models))
-
-        drains.append(threading.Thread(target=drain, name="drain", daemon=True))
-        drains[-1].start()
-
-    signal.signal(signal.SIGINT, forward)
-    signal.signal(signal.SIGTERM, forward)
-    code = proc.wait()
-    watchdog.stopping.set()
-    gateway_process.stop(gateway, STOP_GRACE_S)
-    for thread in drains:  # the drain that killed tritonserver has its verdict to give
-        thread.join(timeout=STOP_GRACE_S + 1)
-    log.info("tritonserver exited with %d", code)
-    watchdog.join(timeout=WATCH_INTERVAL_S + 1)  # it ends with tritonserver; then its regions are complete
-    remove_regions(watchdog.regions)
-    if code != 0 and drained == [True]:
-        log.info("every accepted request was answered before tritonserver stopped: exiting 0")
-        return 0
-    return code
+        gateway_process.stop(gateway, STOP_GRACE_S)
+        for thread in drains:  # the drain that killed tritonserver has its verdict to give
+            thread.join(timeout=STOP_GRACE_S + 1)
+        log.info("tritonserver exited with %d", code)
+        watchdog.join(timeout=WATCH_INTERVAL_S + 1)  # it ends with tritonserver; then its regions are complete
+        remove_regions(watchdog.regions)
+        if code != 0 and drained == [True]:
+            log.info("every accepted request was answered before tritonserver stopped: exiting 0")
+            return 0
+        return code

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -76,5 +78,24 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(exported_repository, tmp_
         assert burst.in_flight > 0, "every request finished before SIGTERM: nothing was left to drain"
         assert not burst.failed, burst.failed
         assert server.process.wait(timeout=60) == 0
+    finally:
+        stop_server(server)
+
+
+def test_a_killed_tritonserver_leaves_no_unpacked_models_behind(exported_repository, tmp_path):
+    """Each AOTInductor package unpacks its libraries into TMPDIR at load: the launcher gives tritonserver a
+    directory of its own there and removes it when tritonserver exits, a SIGKILL included."""
+    server = start_server(linked_copy(exported_repository, tmp_path / "repo"), tmp_path / "server.log")
+    try:
+        wait_ready(server.http_url, server.process, 180)
+        pid = server.tritonserver_pid()
+        environ = dict(
+            entry.split(b"=", 1) for entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in entry
+        )
+        scratch = Path(environ[b"TMPDIR"].decode())
+        assert any(p.name.startswith("aotinductor_") for p in scratch.iterdir()), list(scratch.iterdir())
+        os.kill(pid, signal.SIGKILL)
+        assert server.process.wait(timeout=60) != 0
+        assert not scratch.exists(), sorted(p.name for p in scratch.iterdir())
     finally:
         stop_server(server)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -216,3 +219,23 @@ def test_shared_memory_is_restricted_with_model_control(repo, backends):
         (spec,) = [c.removeprefix(flag) for c in cmd if c.startswith(flag)]
         groups = spec.split(":")[0].split(",")
         assert {"model-repository", "shared-memory", "trace", "logging"} <= set(groups), spec
+
+
+def test_private_tmpdir_is_removed_after_use_and_abandoned_ones_at_the_next_start(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    old = time.time() - 2 * server.SCRATCH_GRACE_S
+    abandoned, running, starting = (tmp_path / f"{server.SCRATCH_PREFIX}{n}" for n in ("a", "b", "c"))
+    other = tmp_path / "bertserve-backends-0"  # the bundled backends' directory, beside it in the same TMPDIR
+    for d in (abandoned, running, starting, other):
+        (d / "aotinductor_x").mkdir(parents=True)
+    for d in (abandoned, running, other):
+        os.utime(d, (old, old))
+    with (running / ".lock").open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        env: dict[str, str] = {}
+        with server.private_tmpdir(env) as scratch:
+            assert env["TMPDIR"] == str(scratch) and scratch.is_dir() and scratch.parent == tmp_path
+        assert not scratch.exists()
+    assert not abandoned.exists(), "a directory no launcher holds, older than the grace, is removed"
+    assert running.is_dir() and starting.is_dir(), "a held or a new directory is kept"
+    assert other.is_dir(), "only the launcher's scratch directories are candidates"
