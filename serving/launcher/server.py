@@ -373,7 +373,7 @@ def _own_process_group() -> None:
 @contextlib.contextmanager
 def private_tmpdir(env: dict[str, str]) -> Iterator[Path]:
     """TMPDIR of tritonserver and its stubs: a directory of this server's own, removed when it exits, however it
-    exits. Each AOTInductor package unpacks its shared library and kernels there at load (~90 MB for MiniLM) and
+    exits. Each AOTInductor package unpacks its shared library and kernels there at load (70-90 MB for MiniLM) and
     removes them only when its model unloads, so every killed server would leave them behind in /tmp. What a
     killed launcher left (a container killed whole, whose /tmp outlives it) goes at the next start."""
     root = Path(tempfile.gettempdir())
