@@ -27,6 +27,10 @@ DEFAULT_PRECISIONS = {"cpu": ("fp32", "int8"), "cuda": ("fp16", "fp32")}
 # of a few texts takes 5-60 ms and the costs measured at load are rough until batches correct them, so 10 ms would
 # refuse ordinary bursts: the CPU keeps the 1 s that the queue timeout's soak chose (docs/PERFORMANCE.md).
 DEFAULT_DEADLINE_US = {"cuda": 10_000, "cpu": QUEUE_TIMEOUT_US}
+# The standing-queue rule (backend/src/work_queue.h) holds an open-loop overload's waits near its target instead of
+# the deadline: on the CPU, 3x capacity on one core, ~80 ms p50 against ~1 s (docs/PERFORMANCE.md). A GPU's 10 ms
+# deadline is shorter than any useful target, so it is off there.
+DEFAULT_STANDING_QUEUE_US = {"cuda": 0, "cpu": 40_000}
 
 
 @dataclass(frozen=True)
@@ -86,14 +90,12 @@ class ExportConfig:
         "deadline); a request is refused at once (UNAVAILABLE) when the queued work predicts it would miss it",
         shown=f"{DEFAULT_DEADLINE_US['cuda']} on cuda (the budget); {DEFAULT_DEADLINE_US['cpu']} on cpu",
     )
-    # Opt-in (backend/src/work_queue.h): on the CPU it holds an open-loop overload's waits near the target instead of
-    # the 1 s deadline (3x capacity on one core: p50 89 against 1,025 ms, docs/PERFORMANCE.md), but it also refused
-    # closed-loop clients whose waits stand at capacity (4 clients of 16 texts), so it is off by default.
-    standing_queue_us: int = option(
-        0,
+    standing_queue_us: int | None = option(
+        None,
         "native models: once every request without a timeout of its own has waited longer than this for 100 ms while "
-        "work came in faster than it drains (an open-loop overload), such requests are admitted only while their "
-        "predicted wait is shorter (40000 on the CPU held 3x overload near 80 ms); 0: the deadline alone",
+        "more work came in than drained (an open-loop overload), such requests are admitted only while their "
+        "predicted wait is shorter; 0: the deadline alone",
+        shown=f"{DEFAULT_STANDING_QUEUE_US['cpu']} on cpu; {DEFAULT_STANDING_QUEUE_US['cuda']} (off) on cuda",
     )
     max_batch_tokens: int = option(
         0, "native models: padded tokens one batch may hold", shown="--max-batch x --max-seq (the rows bind)"
@@ -152,6 +154,12 @@ class ExportConfig:
     def tuned(self) -> bool:
         return self.autotune if self.autotune is not None else self.target == "cpu"
 
+    @property
+    def admission(self) -> dict[str, int]:
+        """The native models' deadline_us and standing_queue_us: as given, else this target's defaults."""
+        standing = DEFAULT_STANDING_QUEUE_US[self.target] if self.standing_queue_us is None else self.standing_queue_us
+        return {"deadline_us": self.deadline_us or DEFAULT_DEADLINE_US[self.target], "standing_queue_us": standing}
+
     def __post_init__(self) -> None:
         if isinstance(self.model, str):
             object.__setattr__(self, "model", (self.model,))
@@ -204,7 +212,7 @@ class ExportConfig:
             )
         if self.deadline_us is not None and self.deadline_us < 1:
             raise ConfigError(f"--deadline-us must be at least 1, got {self.deadline_us}")
-        if self.standing_queue_us < 0:
+        if self.standing_queue_us is not None and self.standing_queue_us < 0:
             raise ConfigError(f"--standing-queue-us must be at least 0, got {self.standing_queue_us}")
         if self.max_batch_tokens < 0:
             raise ConfigError(f"--max-batch-tokens must be 0 (by the shape) or more, got {self.max_batch_tokens}")

@@ -18,7 +18,7 @@ from torch import nn
 
 from export import artifacts as art
 from export import autotune, checkpoint, fp8, fusion, model_configs, native_tokenizer, serving_choice
-from export.config import DEFAULT_DEADLINE_US, ExportConfig
+from export.config import ExportConfig
 from export.encoder import Encoder
 from export.errors import AccuracyGateError, ConfigError, ExportError
 from export.progress import Steps
@@ -264,8 +264,7 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
         queue=model_configs.QueuePolicy(cfg.max_queued_requests or 2 * cfg.max_batch, cfg.queue_timeout_us)
         if cfg.shedding
         else None,
-        deadline_us=cfg.deadline_us or DEFAULT_DEADLINE_US[cfg.target],
-        standing_queue_us=cfg.standing_queue_us,
+        **cfg.admission,
         max_batch_tokens=cfg.max_batch_tokens or cfg.max_batch * max_seq,
     )
     report = {

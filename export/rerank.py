@@ -29,7 +29,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from export import cross_encoder, model_configs, native_tokenizer, sequence_fp16, sequence_int8, serving_choice, tasks
 from export.checkpoint import DEFAULT_MAX_SEQ, _tokenizer
-from export.config import DEFAULT_DEADLINE_US, ExportConfig
+from export.config import ExportConfig
 from export.errors import AccuracyGateError, ArtifactError, ConfigError
 from export.repository import RepositoryWriter, serialize_strings
 from export.verify import pairs as shipped_pairs
@@ -357,7 +357,6 @@ def _shape(cfg: ExportConfig, max_seq: int, hidden: int, warmup_seq: int) -> mod
         # No Triton queue policy (the configs have no dynamic batching): it marks whether the backend sheds by
         # deadline (--shedding), as for the native encoder.
         queue=model_configs.QueuePolicy.for_batch(cfg.max_batch, cfg.queue_timeout_us) if cfg.shedding else None,
-        deadline_us=cfg.deadline_us or DEFAULT_DEADLINE_US[cfg.target],
-        standing_queue_us=cfg.standing_queue_us,
+        **cfg.admission,
         max_batch_tokens=cfg.max_batch_tokens or cfg.max_batch * max_seq,
     )

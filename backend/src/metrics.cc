@@ -25,7 +25,7 @@ void Record(TRITONSERVER_Error* (*update)(TRITONSERVER_Metric*, double), TRITONS
 
 }  // namespace
 
-Metrics::Metrics(const std::string& model, double deadline_s) {
+Metrics::Metrics(const std::string& model, double deadline_s, double standing_s) {
   try {
     auto* request = Family(TRITONSERVER_METRIC_KIND_HISTOGRAM, "request_duration_seconds",
                            "Per request, from the model's execute() entry to its response being sent "
@@ -45,6 +45,10 @@ Metrics::Metrics(const std::string& model, double deadline_s) {
     auto* deadline = Family(TRITONSERVER_METRIC_KIND_GAUGE, "deadline_seconds",
                             "The model's default deadline: a request that sends no timeout is refused at once when "
                             "the queued work predicts it would finish later");
+    auto* standing = Family(TRITONSERVER_METRIC_KIND_GAUGE, "standing_queue_seconds",
+                            "The model's standing-queue target: once a sustained overload makes the queue stand, a "
+                            "request that sends no timeout is admitted only while its predicted wait is shorter "
+                            "(0: off)");
     const std::map<std::string, std::string> labels{{"model", model}};
     request_ = Child(request, labels, &kLatencyBuckets);
     for (const auto& [s, name] : kStages) stages_[s] = Child(stage, {{"model", model}, {"stage", name}}, &kLatencyBuckets);
@@ -55,6 +59,7 @@ Metrics::Metrics(const std::string& model, double deadline_s) {
     backlog_ = Child(backlog, labels, nullptr);
     deadline_ = Child(deadline, labels, nullptr);
     Record(TRITONSERVER_MetricSet, deadline_, deadline_s);
+    Record(TRITONSERVER_MetricSet, Child(standing, labels, nullptr), standing_s);
     for (size_t r = 0; r < kFailureReasonCount; ++r) {
       const char* reason = FailureName(static_cast<FailureReason>(r));
       failures_[r] = Child(failures, {{"model", model}, {"reason", reason}}, nullptr);

@@ -19,8 +19,9 @@ enum class Stage { kTokenize, kCollate, kInfer, kRespond };
 class Metrics {
  public:
   // Never throws: where the server has metrics off, the model serves without them (logged once). `deadline_s`:
-  // the model's default deadline, published once as a gauge beside the backlog, for the saturation alert.
-  Metrics(const std::string& model, double deadline_s);
+  // the model's default deadline, published once as a gauge beside the backlog, for the saturation alert;
+  // `standing_s`: its standing-queue target (work_queue.h), published once too.
+  Metrics(const std::string& model, double deadline_s, double standing_s);
   ~Metrics();
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;

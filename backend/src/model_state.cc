@@ -39,7 +39,8 @@ std::unique_ptr<tokenizer::Tokenizer> LoadTokenizer(const ModelSettings& s) {
 ModelState::ModelState(ModelSettings settings)
     : settings_(std::move(settings)),
       length_buckets_(LengthBuckets(settings_.max_seq)),
-      metrics_(std::make_unique<Metrics>(settings_.name, static_cast<double>(settings_.deadline_us) * 1e-6)),
+      metrics_(std::make_unique<Metrics>(settings_.name, static_cast<double>(settings_.deadline_us) * 1e-6,
+                                         static_cast<double>(settings_.standing_queue_us) * 1e-6)),
       scheduler_(std::make_unique<EmbedScheduler>(settings_, *metrics_, settings_.max_batch,
                                                    settings_.max_batch_tokens)) {}
 

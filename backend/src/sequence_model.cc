@@ -106,7 +106,8 @@ std::unique_ptr<SequenceModel> SequenceModel::Create(TRITONBACKEND_Model* model,
   if (static_cast<size_t>(s.max_seq) <= m->tokenizer_->pair_special_count()) {
     throw BackendError(TRITONSERVER_ERROR_INVALID_ARG, s.name + ": max_seq leaves no room between the special tokens");
   }
-  m->metrics_ = std::make_unique<Metrics>(s.name, static_cast<double>(s.deadline_us) * 1e-6);
+  m->metrics_ = std::make_unique<Metrics>(s.name, static_cast<double>(s.deadline_us) * 1e-6,
+                                          static_cast<double>(s.standing_queue_us) * 1e-6);
   // Each request is served alone (a batch of one request, whatever its rows): its rows are already a batch.
   m->scheduler_ = std::make_unique<SequenceScheduler>(m->settings_, *m->metrics_, 1, 1);
   BERTSERVE_LOG(INFO, s.name + (task == SequenceTask::kRerank ? ": rerank task, " : ": classify task, ") + s.runtime + " artifact " + s.artifact.string() +

@@ -22,9 +22,9 @@ namespace fs = std::filesystem;
 
 constexpr const char* kManifest = "manifest.json";
 // Admission where config.pbtxt has no parameter (a repository exported before it existed): export's defaults, per
-// device kind (export/config.py, DEFAULT_DEADLINE_US; export writes each model's own). The standing-queue rule is
-// off unless a model's config sets it.
+// device kind (export/config.py, DEFAULT_DEADLINE_US and DEFAULT_STANDING_QUEUE_US; export writes each model's own).
 constexpr int64_t kGpuDeadlineUs = 10'000, kCpuDeadlineUs = 1'000'000;
+constexpr int64_t kGpuStandingQueueUs = 0, kCpuStandingQueueUs = 40'000;
 // How long every request must have waited past standing_queue_us before the queue counts as standing: CoDel's
 // interval, longer than the transient queues of an ordinary load.
 constexpr int64_t kStandingIntervalUs = 100'000;
@@ -194,7 +194,8 @@ ModelSettings ReadSettings(const std::string& name, const fs::path& dir, const s
   const bool gpu = OnGpu(config);
   s.deadline_us =
       static_cast<uint64_t>(IntParameter(config, name, "deadline_us", gpu ? kGpuDeadlineUs : kCpuDeadlineUs, 1));
-  s.standing_queue_us = static_cast<uint64_t>(IntParameter(config, name, "standing_queue_us", 0, 0));
+  s.standing_queue_us = static_cast<uint64_t>(
+      IntParameter(config, name, "standing_queue_us", gpu ? kGpuStandingQueueUs : kCpuStandingQueueUs, 0));
   s.standing_interval_us =
       static_cast<uint64_t>(IntParameter(config, name, "standing_interval_us", kStandingIntervalUs, 0));
   for (const auto& [key, value] : {std::pair{"deadline_us", s.deadline_us},

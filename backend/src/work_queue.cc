@@ -11,9 +11,8 @@ constexpr size_t kFillWindow = 256;
 // The waits that correct the predicted wait (Offer's work ahead): only those predicted long enough to measure, each
 // weighing 1/16 (a batch or two of them), their ratio bounded against outliers.
 constexpr double kLeastAheadS = 1e-3, kRatioWeight = 1.0 / 16, kLeastRatio = 0.25, kMostRatio = 8.0;
-// An overload: more work admitted per second of a lane than a quarter over what it drains (the work times the
-// measured ratio). Closed-loop clients, who send when answered, bring about 1 however long their queue.
-constexpr double kOverloaded = 1.25;
+// An overload: more work admitted than drained by over this share of what drained (besides a batch per lane).
+constexpr double kOverloadShare = 0.25;
 
 }  // namespace
 
@@ -37,7 +36,7 @@ Admission WorkQueue::Offer(const Job& job, uint64_t now_ns) {
     }
   }
   if (a.admitted) {
-    if (target_ns_ != 0) admitted_s_ += job.work_s;  // for Waited: is more admitted than drains?
+    if (target_ns_ != 0) admitted_s_ += job.work_s;  // for Waited: is more admitted than drained?
     const uint64_t order = order_++;
     Job& queued = jobs_.emplace(std::make_pair(by_arrival_ ? order : job.deadline_ns, order), job).first->second;
     queued.ahead_s = a.ahead_s;
@@ -85,6 +84,7 @@ WorkQueue::Taken WorkQueue::Take(uint64_t now_ns, int64_t max_rows, int64_t max_
     }
     it = jobs_.erase(it);
   }
+  if (target_ns_ != 0) batch_s_ = std::max(batch_s_, t.work_s);
   if (jobs_.empty()) queued_s_ = 0.0;  // no drift from float sums
   if (jobs_.empty() && t.batch.empty() && inflight_s_ < 1e-9) inflight_s_ = 0.0;
   return t;
@@ -97,11 +97,13 @@ void WorkQueue::Waited(const Job& job, uint64_t now_ns) {
     wait_ratio_ += kRatioWeight * (std::clamp(ratio, kLeastRatio, kMostRatio) - wait_ratio_);
   }
   const bool above = now_ns >= job.arrived_ns + target_ns_;
-  if (above != above_) above_ = above, since_ns_ = now_ns, admitted_s_ = 0.0;  // a run on the other side starts
+  if (above != above_) {  // a run on the other side starts
+    above_ = above, since_ns_ = now_ns;
+    admitted_s_ = drained_s_ = batch_s_ = 0.0;
+  }
   const bool run_is_long = now_ns >= since_ns_ + interval_ns_;
   if (!standing_ && above_ && run_is_long) {
-    const double elapsed_s = std::max(static_cast<double>(now_ns - since_ns_) * 1e-9, 1e-6);
-    standing_ = admitted_s_ / elapsed_s / lanes_ * wait_ratio_ >= kOverloaded;
+    standing_ = admitted_s_ - drained_s_ > kOverloadShare * drained_s_ + lanes_ * batch_s_;
   } else if (!above_ && run_is_long && now_ns >= refused_ns_ + interval_ns_) {
     standing_ = false;  // short waits, and none refused for as long: the overload has passed
   }
@@ -109,6 +111,7 @@ void WorkQueue::Waited(const Job& job, uint64_t now_ns) {
 
 void WorkQueue::Done(double work_s) {
   inflight_s_ = std::max(0.0, inflight_s_ - work_s);
+  if (target_ns_ != 0) drained_s_ += work_s;
 }
 
 }  // namespace bertserve

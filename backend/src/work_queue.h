@@ -11,15 +11,16 @@
 // Sustained overload (after CoDel, Nichols and Jacobson 2012): a deadline admits bursts, but under a load the
 // device cannot drain the queue fills to the deadline and every accepted request waits that long. So the queue also
 // watches the wait of the requests without a deadline of their own (not `hard`): when every one taken for a whole
-// `interval` had waited at least `target`, and meanwhile more work was admitted than the lanes drain (closed-loop
-// clients at capacity wait long but send no more than is answered), the queue is standing. While it stands, such a
-// request is admitted only if its predicted wait is less than `target`: the work ahead times the ratio of the waits
-// measured to those predicted, learnt from every request taken (under overload batches are smaller than the full
-// ones the work assumes, and answering takes the cores between forwards). It stands no more once nothing is queued
-// or in flight (a closed-loop client's bursts, each sent when the last was answered, never find it standing), or
-// once every such request taken for an `interval` had waited less than `target` and none was refused for as long.
-// A transient queue shorter than `interval` (a burst: it arrives before anything has waited) is admitted whole, and
-// a client's own deadline is never shortened.
+// `interval` had waited at least `target`, and meanwhile more work was admitted than drained (by over a quarter, and
+// by more than a batch per lane: the requests that closed-loop clients send as each answer arrives), the queue is
+// standing. Closed-loop clients at capacity wait long, but each sends only once answered, so what they admit during
+// the run stays within a batch of what drained, however many they are. While it stands, such a request is admitted
+// only if its predicted wait is less than `target`: the work ahead times the ratio of the waits measured to those
+// predicted, learnt from every request taken (under overload batches are smaller than the full ones the work
+// assumes, and answering takes the cores between forwards). It stands no more once nothing is queued or in flight,
+// or once every such request taken for an `interval` had waited less than `target` and none was refused for as
+// long. A transient queue shorter than `interval` (a burst: it arrives before anything has waited) is admitted
+// whole, and a client's own deadline is never shortened.
 #pragma once
 
 #include <cstddef>
@@ -89,7 +90,8 @@ class WorkQueue {
   uint64_t since_ns_ = 0;
   uint64_t refused_ns_ = 0;  // when the standing rule last refused a request (its arrival)
   bool standing_ = false;
-  double admitted_s_ = 0.0;  // work admitted since `since_ns_`
+  double admitted_s_ = 0.0, drained_s_ = 0.0;  // work admitted, and finished, since `since_ns_`
+  double batch_s_ = 0.0;                        // the most work one batch taken since `since_ns_` carried
   double wait_ratio_ = 1.0;  // measured waits over predicted ones
   bool by_arrival_ = false;
   uint64_t order_ = 0;

@@ -120,7 +120,8 @@ def test_requests_are_admitted_by_queued_work_against_their_deadline(exported_re
 
 def test_a_repository_exported_before_the_admission_parameters_gets_exports_defaults(exported_repository, tmp_path):
     """Without `deadline_us` and `standing_queue_us` in its config (an older export), a CPU model admits as a fresh
-    CPU export does (1 s), not by the GPU's 10 ms budget, which would refuse ordinary CPU bursts."""
+    CPU export does (1 s, and a standing queue held to 40 ms), not by the GPU's 10 ms budget, which would refuse
+    ordinary CPU bursts."""
     repo = linked_copy(exported_repository, tmp_path / "repo")
     config = repo / "embed" / "config.pbtxt"
     kept = re.sub(
@@ -131,7 +132,9 @@ def test_a_repository_exported_before_the_admission_parameters_gets_exports_defa
     record_config(repo / "embed")
     with processes.running(repo, tmp_path / "server.log") as server:
         deadline_s = asyncio.run(_gauge(server.metrics_url, "embed", "deadline_seconds"))
-    assert deadline_s == 1.0  # the gauge publishes the deadline the model admits by
+        standing_s = asyncio.run(_gauge(server.metrics_url, "embed", "standing_queue_seconds"))
+    assert deadline_s == 1.0  # the gauges publish what the model admits by
+    assert standing_s == pytest.approx(0.04)
 
 
 def _texts(texts: list[bytes]) -> list:

@@ -212,6 +212,54 @@ def test_closed_loop_clients_at_capacity_never_make_the_queue_stand(lib):
         next_id += 1
 
 
+def test_closed_loop_clients_answered_a_batch_at_a_time_never_make_the_queue_stand(lib):
+    """Eight clients of 30 ms of work each, answered two at a time by 60 ms batches (longer than the interval): in
+    each run of long waits the work admitted stays within a batch of the work drained. (The rule that compared what
+    was admitted with the run's length times the wait ratio stood here: 1.33 at its first decision.)"""
+    q = Queue(lib)
+    q.set_standing(target_ms=20, interval_ms=50)
+    now, next_id = 0.0, 8
+    assert all(q.offer(i, deadline_ms=1000, work_ms=30, now_ms=now)[0] for i in range(8))
+    for _ in range(60):  # 3.6 s
+        batch, _, work = q.take(now_ms=now, max_rows=2)
+        now += work
+        q.done(work)
+        for _ in batch:  # each client answered sends again
+            admitted, _ = q.offer(next_id, deadline_ms=now + 1000, work_ms=30, now_ms=now)
+            assert admitted and not q.standing(), (now, q.standing_wait_ms)
+            next_id += 1
+
+
+def test_an_open_overload_makes_the_queue_stand_within_about_an_interval(lib):
+    """Arrivals of 10 ms of work every 10/3 ms (3x what one lane drains), taken four at a time whenever the lane is
+    free (each batch done when it lands): the queue stands within the interval and a batch of every request taken
+    having waited past the target, and then refuses by predicted wait."""
+    q = Queue(lib)
+    q.set_standing(target_ms=20, interval_ms=50)
+    arrived: dict[int, float] = {}
+    queued, free_at, landing, above_at, stood_at = 0, 0.0, 0.0, None, None
+    for tick in range(2000):  # 1 s in 0.5 ms steps
+        now = tick * 0.5
+        if now >= len(arrived) * 10 / 3:  # the next arrival is due
+            arrived[len(arrived)] = now
+            queued += q.offer(len(arrived) - 1, deadline_ms=now + 1000, work_ms=10, now_ms=now)[0]
+        if now >= free_at and queued:
+            q.done(landing)  # the batch on the lane landed
+            batch, _, landing = q.take(now_ms=now, max_rows=4)
+            queued -= len(batch)
+            free_at = now + landing
+            if any(now - arrived[i] < 20 for i in batch):
+                above_at = None  # a wait below the target: the run of long waits starts again
+            elif above_at is None:
+                above_at = now
+        if q.standing():
+            stood_at = now
+            break
+    assert above_at is not None and stood_at is not None and stood_at - above_at <= 50 + 40, (above_at, stood_at)
+    assert not q.offer(10_000, deadline_ms=stood_at + 1000, work_ms=10, now_ms=stood_at)[0]
+    assert q.standing_wait_ms >= 20
+
+
 def test_a_burst_is_admitted_whole_however_long_the_queue_would_stand(lib):
     q = Queue(lib)
     q.set_standing(target_ms=20, interval_ms=50)

@@ -13,7 +13,7 @@ from transformers import AutoTokenizer, BertConfig, BertForSequenceClassificatio
 from export import cross_encoder, model_configs, native_tokenizer, rerank, tasks
 from export.__main__ import _task
 from export.checkpoint import minilm_path
-from export.config import DEFAULT_DEADLINE_US, ExportConfig
+from export.config import DEFAULT_DEADLINE_US, DEFAULT_STANDING_QUEUE_US, ExportConfig
 from export.errors import ConfigError
 from tests.unit.conftest import TINY
 
@@ -99,7 +99,7 @@ def test_the_config_takes_a_query_and_documents(rerank_repository):
     # admitted by the backend's scheduler against the CPU's default deadline, as the native encoder is
     params = model_configs.parse(text).parameters
     assert params["deadline_us"].string_value == str(DEFAULT_DEADLINE_US["cpu"])
-    assert params["standing_queue_us"].string_value == "0"  # the standing-queue rule is opt-in
+    assert params["standing_queue_us"].string_value == str(DEFAULT_STANDING_QUEUE_US["cpu"])
 
 
 def drift(monkeypatch) -> None:
