@@ -214,8 +214,7 @@ def test_closed_loop_clients_at_capacity_never_make_the_queue_stand(lib):
 
 def test_closed_loop_clients_answered_a_batch_at_a_time_never_make_the_queue_stand(lib):
     """Eight clients of 30 ms of work each, answered two at a time by 60 ms batches (longer than the interval): in
-    each run of long waits the work admitted stays within a batch of the work drained. (The rule that compared what
-    was admitted with the run's length times the wait ratio stood here: 1.33 at its first decision.)"""
+    each run of long waits the work admitted stays within a batch of the work drained."""
     q = Queue(lib)
     q.set_standing(target_ms=20, interval_ms=50)
     now, next_id = 0.0, 8
