@@ -196,35 +196,24 @@ def test_a_wait_shorter_than_the_interval_does_not_make_the_queue_stand(lib):
     assert q.offer(11, deadline_ms=1141, work_ms=10, now_ms=141)[0]  # the deadline alone decides
 
 
-def test_closed_loop_clients_at_capacity_never_make_the_queue_stand(lib):
-    """Four clients that each send 45 ms of work when answered wait 135 ms a request, far past the target, but
-    offer no more than one lane drains: nothing is refused."""
+@pytest.mark.parametrize(
+    ("clients", "work_ms", "per_batch"),
+    [(4, 45, 1), (8, 30, 2)],  # answered one at a time; two at a time by batches longer than the interval
+    ids=["one-per-batch", "two-per-batch"],
+)
+def test_closed_loop_clients_at_capacity_never_make_the_queue_stand(lib, clients, work_ms, per_batch):
+    """Clients that each send again when answered wait far past the target, but in each run of long waits the work
+    they admit stays within a batch of the work drained: nothing is refused."""
     q = Queue(lib)
     q.set_standing(target_ms=20, interval_ms=50)
-    now, next_id = 0.0, 4
-    assert all(q.offer(i, deadline_ms=1000, work_ms=45, now_ms=now)[0] for i in range(4))
-    for _ in range(40):  # 1.8 s
-        batch, _, work = q.take(now_ms=now, max_rows=1)
-        now += 45
-        q.done(work)
-        admitted, _ = q.offer(next_id, deadline_ms=now + 1000, work_ms=45, now_ms=now)  # its client sends again
-        assert admitted and not q.standing(), (now, q.standing_wait_ms)
-        next_id += 1
-
-
-def test_closed_loop_clients_answered_a_batch_at_a_time_never_make_the_queue_stand(lib):
-    """Eight clients of 30 ms of work each, answered two at a time by 60 ms batches (longer than the interval): in
-    each run of long waits the work admitted stays within a batch of the work drained."""
-    q = Queue(lib)
-    q.set_standing(target_ms=20, interval_ms=50)
-    now, next_id = 0.0, 8
-    assert all(q.offer(i, deadline_ms=1000, work_ms=30, now_ms=now)[0] for i in range(8))
-    for _ in range(60):  # 3.6 s
-        batch, _, work = q.take(now_ms=now, max_rows=2)
+    now, next_id = 0.0, clients
+    assert all(q.offer(i, deadline_ms=1000, work_ms=work_ms, now_ms=now)[0] for i in range(clients))
+    for _ in range(60):
+        batch, _, work = q.take(now_ms=now, max_rows=per_batch)
         now += work
         q.done(work)
         for _ in batch:  # each client answered sends again
-            admitted, _ = q.offer(next_id, deadline_ms=now + 1000, work_ms=30, now_ms=now)
+            admitted, _ = q.offer(next_id, deadline_ms=now + 1000, work_ms=work_ms, now_ms=now)
             assert admitted and not q.standing(), (now, q.standing_wait_ms)
             next_id += 1
 
