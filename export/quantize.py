@@ -243,9 +243,9 @@ class Bf16Linear(nn.Module):
 
 
 class Int8Linear(nn.Module):
-    """``linear(x)`` as an int8 GEMM: per-channel symmetric int8 weights, per-token asymmetric int8 activations (a
-    zero point per token, corrected with the weight's row sums), the same quantization as torchao's asymmetric
-    recipe.
+    """``linear(x)`` as an int8 GEMM: per-channel symmetric int8 weights (7-bit where the CPU lacks VNNI:
+    :func:`reduce_range`), per-token asymmetric int8 activations (a zero point per token, corrected with the
+    weight's row sums), the same quantization as torchao's asymmetric recipe.
 
     Written so that Inductor's freezing pass (``_register_smooth_quant_int_mm_pattern``) replaces ``_int_mm`` by
     oneDNN's int8 Linear (``onednn.qlinear_pointwise``) over a weight packed once at load; the per-token scale, the
@@ -257,8 +257,9 @@ class Int8Linear(nn.Module):
     def __init__(self, linear: nn.Linear) -> None:
         super().__init__()
         weight = linear.weight.detach().float()
-        w_scale = (weight.abs().amax(1) / 127).clamp(min=torch.finfo(torch.float32).eps)
-        qweight = (weight / w_scale[:, None]).round().clamp(-127, 127)
+        w_max = int8_weight_max(weight.device)
+        w_scale = (weight.abs().amax(1) / w_max).clamp(min=torch.finfo(torch.float32).eps)
+        qweight = (weight / w_scale[:, None]).round().clamp(-w_max, w_max)
         self.qweight_t = nn.Parameter(qweight.to(torch.int8).t().contiguous(), requires_grad=False)
         self.w_scale = nn.Parameter(w_scale, requires_grad=False)
         self.w_rowsum = nn.Parameter(qweight.sum(1) * w_scale, requires_grad=False)  # for the activation zero point
@@ -275,6 +276,22 @@ class Int8Linear(nn.Module):
         acc = torch.ops.prims.convert_element_type.default(torch._int_mm(q, self.qweight_t), torch.float32)
         out = acc * scale * self.w_scale - (scale * zero) * self.w_rowsum + self.bias
         return out.reshape(*x.shape[:-1], -1).to(x.dtype)
+
+
+def reduce_range(device: torch.device) -> bool:
+    """Whether int8 GEMMs on ``device`` need 7-bit operands. Without VNNI (AVX2, AVX-512 without VNNI) oneDNN
+    multiplies u8 activations (s8 ones shifted by 128) by s8 weights with ``vpmaddubsw``, which adds each pair of
+    products in int16 and saturates past 32,767: two products of 255 x 127 reach 64,770, and the compiled model
+    silently computes another function than its eager graph (torchao's ``_int_mm`` is exact there). 7-bit weights,
+    or 7-bit activations, keep every pair in range."""
+    from torchao.utils import should_reduce_range
+
+    return should_reduce_range(device)
+
+
+def int8_weight_max(device: torch.device) -> int:
+    """The largest int8 weight magnitude whose products cannot saturate ``device``'s int8 GEMM."""
+    return 63 if reduce_range(device) else 127
 
 
 def bf16_supported() -> bool:
@@ -337,6 +354,16 @@ def _int8_qk_bf16(model: nn.Module, calibration: Calibration) -> nn.Module:
     return model
 
 
+def _int8_onednn_smoothquant(model: nn.Module, calibration: Calibration) -> nn.Module:
+    """The smoothquant rewrite with every Linear an :class:`Int8Linear` (oneDNN's packed int8 Linear once
+    compiled). Without VNNI, ATen's ``_int_mm`` (torchao's recipes) has no fast CPU kernel: 12-40x slower than
+    fp32 on AVX2 (docs/INT8.md), where oneDNN's u8s8 kernels run."""
+    model = smooth_and_split(model, calibration)
+    for name, linear in _quantizable_linears(model).items():
+        replace_submodule(model, name, Int8Linear(linear))
+    return model
+
+
 def _pt2e_x86_smoothquant(model: nn.Module, calibration: Calibration) -> nn.Module:
     """The smoothquant rewrite, then PT2E's x86 Inductor quantizer: dynamic per-tensor int8 activations,
     per-channel weights, which Inductor lowers (with freezing) to oneDNN int8 Linears (``qlinear_pointwise``)
@@ -355,7 +382,8 @@ def _pt2e_x86_smoothquant(model: nn.Module, calibration: Calibration) -> nn.Modu
     graph.graph.eliminate_dead_code()  # e.g. a BERT pooler the embedding does not use: the quantizer trips on it
     graph.recompile()
     quantizer = x86.X86InductorQuantizer()
-    quantizer.set_global(x86.get_default_x86_inductor_quantization_config(is_dynamic=True))
+    reduce = reduce_range(calibration[0][0].device)
+    quantizer.set_global(x86.get_default_x86_inductor_quantization_config(is_dynamic=True, reduce_range=reduce))
     for name, module in model.named_modules():
         if isinstance(module, nn.Linear) and ".value." in f"{name}.":
             quantizer.set_module_name_qconfig(name, None)
@@ -410,6 +438,18 @@ _INT8_QK_BF16 = Recipe(
     devices=frozenset({"cpu"}),
 )
 
+_INT8_ONEDNN = Recipe(
+    name="int8_onednn_smoothquant",
+    paths=frozenset({EXPORTED_PROGRAM, AOTI}),
+    description=(
+        "int8 per-token asymmetric activations, per-channel weights (7-bit without VNNI) in oneDNN's packed int8 "
+        f"Linear for every Linear; SmoothQuant (alpha {SMOOTHQUANT_ALPHA}) on every Linear but the FFN outputs, "
+        f"which keep their {OUTLIER_CHANNELS} largest input channels fp32"
+    ),
+    build=_int8_onednn_smoothquant,
+    devices=frozenset({"cpu"}),
+)
+
 _SMOOTHQUANT, _TORCHAO_OUTLIERS, _DYNAMIC_OUTLIERS = (
     Recipe(
         name="torchao_int8_smoothquant",
@@ -441,17 +481,17 @@ _SMOOTHQUANT, _TORCHAO_OUTLIERS, _DYNAMIC_OUTLIERS = (
     ),
 )
 
-# With AVX-512 (VNNI/AMX) oneDNN's int8 GEMMs under AOTInductor win at every length, smoothing ahead of the
-# all-Linear outlier split; on AVX2 smoothing and the fbgemm TorchScript module are level in speed, and fbgemm
-# keeps more accuracy.
+# With VNNI (AVX-512 VNNI, AMX) torchao's int8 GEMMs under AOTInductor win at every length, smoothing ahead of
+# the all-Linear outlier split. Without VNNI (AVX2) their `_int_mm` has no fast kernel, and oneDNN's packed int8
+# Linear (7-bit weights there) comes first.
 # The PT2E recipe comes last: it is the fastest at batch 32 x 128 but slower at batch 1 x 16 and only just
 # above the gate (see the module docstring), so export ships it only where the others fail.
 # Where the CPU multiplies bf16 natively, the mixed int8 / bf16 recipe comes first: it is the one that passes the
 # retrieval gate (docs/INT8.md); the all-int8 recipes follow for --int8-recipe and the bench.
 RECIPES: tuple[Recipe, ...] = (
-    (_SMOOTHQUANT, _TORCHAO_OUTLIERS, _DYNAMIC_OUTLIERS, _PT2E_X86)
-    if torch.backends.cpu.get_cpu_capability().startswith("AVX512")
-    else (_DYNAMIC_OUTLIERS, _SMOOTHQUANT, _TORCHAO_OUTLIERS, _PT2E_X86)
+    (_SMOOTHQUANT, _TORCHAO_OUTLIERS, _DYNAMIC_OUTLIERS, _PT2E_X86, _INT8_ONEDNN)
+    if not reduce_range(torch.device("cpu"))
+    else (_INT8_ONEDNN, _DYNAMIC_OUTLIERS, _SMOOTHQUANT, _TORCHAO_OUTLIERS, _PT2E_X86)
 )
 if bf16_supported():
     RECIPES = (_INT8_QK_BF16, *RECIPES)

@@ -152,6 +152,57 @@ def test_int8_linear_stays_close_to_fp32_and_keeps_shape() -> None:
     assert F.cosine_similarity(ref.flatten(0, 1), out.flatten(0, 1)).min().item() > 0.999
 
 
+def _onednn_int8_linear(x: torch.Tensor, qweight: torch.Tensor) -> torch.Tensor:
+    """x [M, K] int8 times qweight [N, K] int8 through oneDNN's packed int8 Linear, the kernel a compiled int8
+    package runs; unit scales, so the result is the integer product as this CPU computes it."""
+    packed = torch.ops.onednn.qlinear_prepack(qweight, list(x.shape))
+    n = qweight.shape[0]
+    ones, zeros = torch.ones(n), torch.zeros(n, dtype=torch.long)
+    return torch.ops.onednn.qlinear_pointwise(
+        x, 1.0, 0, packed, ones, zeros, None, 1.0, 0, torch.float32, "none", [None], ""
+    )
+
+
+def _saturating_activations(qweight: torch.Tensor) -> torch.Tensor:
+    """The int8 activations with the largest products once oneDNN shifts them to u8 (+128): 127 everywhere, so
+    each product is 255 times a weight."""
+    return torch.full((4, qweight.shape[1]), 127, dtype=torch.int8)
+
+
+def _int8_linear_weights(model: torch.nn.Module) -> list[torch.Tensor]:
+    """The [N, K] int8 weights of a model's :class:`quantize.Int8Linear` modules."""
+    return [m.qweight_t.t().contiguous() for m in model.modules() if isinstance(m, quantize.Int8Linear)]
+
+
+@pytest.mark.parametrize("source", ["random_linear", "int8_onednn_smoothquant"])
+def test_int8_linear_weights_give_the_exact_product_in_this_cpus_int8_gemm(encoder, calibration, source) -> None:
+    # Without VNNI, oneDNN adds products in pairs in int16: full-range weights saturate there (quantize.reduce_range).
+    if source == "random_linear":
+        gen = torch.Generator().manual_seed(5)
+        linear = torch.nn.Linear(HIDDEN, 2 * HIDDEN)
+        linear.weight.data.copy_(torch.randn(2 * HIDDEN, HIDDEN, generator=gen))
+        weights = _int8_linear_weights(quantize.Int8Linear(linear))
+    else:
+        weights = _int8_linear_weights(quantize.get_recipe(source).apply(encoder, calibration))
+    assert weights
+    for qweight in weights:
+        x = _saturating_activations(qweight)
+        exact = x.double() @ qweight.double().t()
+        assert torch.equal(_onednn_int8_linear(x, qweight).double(), exact)
+
+
+def test_onednn_recipe_compiles_every_linear_to_onednn_int8(encoder, calibration, tmp_path) -> None:
+    quantized = quantize.get_recipe("int8_onednn_smoothquant").apply(encoder, calibration).eval()
+    int8 = [n for n, m in quantized.named_modules() if isinstance(m, quantize.Int8Linear)]
+    assert len(int8) == 6 * 2  # Q, K, V, attention output, FFN in and out per layer
+    package = tmp_path / "int8.aoti.pt2"
+    eager, aoti, ref = _through_aoti(quantized, encoder, package)
+    assert F.cosine_similarity(eager, aoti).min().item() > 0.999
+    assert F.cosine_similarity(ref, aoti).min().item() >= MIN_COSINE["int8"]
+    source = package.read_bytes().decode("latin-1")
+    assert "qlinear_pointwise" in source and "aoti_torch_cpu__int_mm_out" not in source
+
+
 @pytest.mark.skipif(not quantize.bf16_supported(), reason="the mixed recipe needs a CPU that multiplies bf16 natively")
 def test_mixed_recipe_compiles_query_and_key_to_onednn_int8(encoder, calibration, tmp_path) -> None:
     quantized = quantize.get_recipe("int8_qk_bf16").apply(encoder, calibration).eval()
