@@ -7,6 +7,8 @@
 # compare: per variant, bench.served over gRPC (the corpus, 1 and 32 texts a request; bert 128 tokens), HTTP with
 # JSON outputs (bench.http_json: KServe, the gateway's OpenAI route, and the same through OpenAI's SDK), GPU
 # utilisation sampled during 32-text gRPC load, and the server's busiest threads under one-text load.
+# clients: one text a request from K perf_analyzer processes at once (each its own gRPC connection) against one
+# process at K times the concurrency (CLIENTS, KxC pairs): whether one client connection bounds the server.
 # VARIANTS: label:library:instances:deadline_us[:settings], space-separated; settings: NAME=VALUE pairs joined by
 # '+' exported for that variant (CASES; HTTP=0 to run bench.served alone; the launcher's BERTSERVE_SERVE_*).
 # cpu: the CPU scheduler on two of the host's cores (taskset): BERT-base's shape fp32 (seeded: the bundle carries no
@@ -125,6 +127,43 @@ cpu() {
     taskset -c 0,1 timeout 200 "$py" -m reliability soak --repository "$repo" --deadline-us "$d" --minutes 1 \
       --window-s 30 --warmup-s 0 --out "$out/soak-$d.json" 2>&1 | grep -v ' INFO ' | tail -25
   done
+}
+
+clients() {
+  rm -rf /tmp/bertserve-backends-*
+  export BERTSERVE_BACKEND_LIBRARY="$PWD/build/backend/libtriton_bertserve.so"
+  timeout 200 "$py" - "$repo" "${CLIENTS:-1x64 4x16 1x256 4x64 8x32}" <<'PY' 2>&1 | grep -v ' INFO '
+import json, sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from loadtest.config import LoadTestConfig
+from loadtest.payload import build_pool, perf_analyzer_input_data
+from loadtest.perf_analyzer_compare import ensure_perf_analyzer, run_perf_analyzer
+from reliability import processes
+
+repo, pairs = Path(sys.argv[1]).resolve(), sys.argv[2].split()
+with processes.running(repo, Path("/tmp/clients.log")) as server:
+    binary, libdir = ensure_perf_analyzer(Path("build"))
+    data = Path("/tmp/clients.json")
+    data.write_text(json.dumps(perf_analyzer_input_data(build_pool(LoadTestConfig(payload="corpus"), "text"))))
+
+    def one(k, conc):
+        try:
+            return run_perf_analyzer(binary, libdir, server.grpc_url, "embed", conc, data, Path(f"/tmp/clients-{k}.csv"),
+                                     3000, 50.0, max_trials=3)
+        except RuntimeError as e:
+            return {"error": str(e)[-200:]}
+
+    for pair in pairs:
+        k, conc = (int(x) for x in pair.split("x"))
+        with ThreadPoolExecutor(k) as pool:
+            rows = list(pool.map(lambda i: one(i, conc), range(k)))
+        ok = [r for r in rows if "error" not in r]
+        total = round(sum(r["throughput"] for r in ok))
+        print("clients", json.dumps({"processes": k, "concurrency_each": conc, "seq_s_total": total,
+                                     "p50_ms": [r["p50_ms"] for r in ok], "p99_ms": [r["p99_ms"] for r in ok],
+                                     "errors": [r["error"] for r in rows if "error" in r]}), flush=True)
+PY
 }
 
 compare() {
