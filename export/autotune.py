@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from serving.contract.hardware import processor
+from serving.contract.hardware import cpu_flags, processor
 
 BACKENDS = {"cpu": "CPP,ATEN", "cuda": "TRITON,ATEN"}
 # The (batch, tokens) a tuned package is traced and so tuned at. The CPU serves mostly one request at a time: the
@@ -28,6 +28,13 @@ def example_shape(target: str, max_batch: int, max_seq: int) -> tuple[int, int]:
     """The traced example's (batch, tokens) for a tuned package of ``target``, inside the exported ranges."""
     batch, seq = TUNED_AT[target]
     return min(batch, max_batch), max(2, min(seq, max_seq))
+
+
+def tuned_by_default(target: str) -> bool:
+    """Whether export tunes without being asked: on CPUs with AVX-512, where the tuned packages measured level with
+    the untuned ones or better; not without it (an AVX2 EPYC: the tuned fp32 package ran at 0.78-0.87x the untuned
+    one's speed at 8 rows or 128 tokens, level at 1 x 16), nor on CUDA (0.70-0.88x; docs/PERFORMANCE.md)."""
+    return target == "cpu" and "avx512f" in cpu_flags()
 
 
 def inductor_configs(target: str) -> dict[str, Any]:

@@ -129,13 +129,12 @@ class ExportConfig:
         shown="the lowest that passed its gate, unless another measured 10% faster at batch 1; "
         "see export/serving_choice.py",
     )
-    # None: on for the CPU (measured to pay there, docs/PERFORMANCE.md), off for CUDA (its tuning time at dynamic
-    # shapes is not measured yet)
+    # None: where it was measured to pay (export/autotune.py, tuned_by_default)
     autotune: bool | None = option(
         None,
         "compile the AOTInductor packages with Inductor's max-autotune for this machine (C++ GEMM templates "
         "against oneDNN / MKL on the CPU, Triton templates against cuBLAS on CUDA; export/autotune.py)",
-        shown="on for the CPU, off for CUDA",
+        shown="on for CPUs with AVX-512, off for other CPUs and CUDA",
     )
 
     @property
@@ -152,7 +151,9 @@ class ExportConfig:
 
     @property
     def tuned(self) -> bool:
-        return self.autotune if self.autotune is not None else self.target == "cpu"
+        from export.autotune import tuned_by_default
+
+        return self.autotune if self.autotune is not None else tuned_by_default(self.target)
 
     @property
     def admission(self) -> dict[str, int]:

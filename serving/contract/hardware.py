@@ -16,6 +16,17 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_flags() -> frozenset[str]:
+    """The instruction-set flags /proc/cpuinfo lists for the first CPU (``avx2``, ``avx512f``, ...); none elsewhere."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
 def processor(target: str) -> str:
     """The CPU model for a CPU target, the first GPU's name for a CUDA one."""
     if target == "cuda":

@@ -46,11 +46,17 @@ def test_a_bad_variable_is_a_config_error_naming_it(monkeypatch):
         parse_args([])
 
 
-def test_autotune_is_on_for_the_cpu_off_for_cuda_unless_asked(monkeypatch):
+def test_autotune_is_on_for_avx512_cpus_off_elsewhere_unless_asked(monkeypatch):
+    from export import autotune
+
+    monkeypatch.setattr(autotune, "cpu_flags", lambda: frozenset({"avx2", "avx512f"}))
     assert parse_args([]).tuned and not parse_args(["--target", "cuda"]).tuned
     assert not parse_args(["--no-autotune"]).tuned and parse_args(["--target", "cuda", "--autotune"]).tuned
     monkeypatch.setenv("BERTSERVE_EXPORT_AUTOTUNE", "0")
     assert not parse_args([]).tuned
+    monkeypatch.delenv("BERTSERVE_EXPORT_AUTOTUNE")
+    monkeypatch.setattr(autotune, "cpu_flags", lambda: frozenset({"avx2"}))
+    assert not parse_args([]).tuned and parse_args(["--autotune"]).tuned
 
 
 def test_queue_delay_from_the_command_line_and_env(monkeypatch):
