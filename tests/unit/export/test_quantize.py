@@ -191,16 +191,21 @@ def test_int8_linear_weights_give_the_exact_product_in_this_cpus_int8_gemm(encod
         assert torch.equal(_onednn_int8_linear(x, qweight).double(), exact)
 
 
-def test_onednn_recipe_compiles_every_linear_to_onednn_int8(encoder, calibration, tmp_path) -> None:
-    quantized = quantize.get_recipe("int8_onednn_smoothquant").apply(encoder, calibration).eval()
-    int8 = [n for n, m in quantized.named_modules() if isinstance(m, quantize.Int8Linear)]
-    assert len(int8) == 6 * 2  # Q, K, V, attention output, FFN in and out per layer
-    package = tmp_path / "int8.aoti.pt2"
+def _assert_compiles_to_onednn_int8(quantized, encoder, package) -> None:
+    """Compiled, the quantized encoder matches its eager self, stays inside the int8 gate, and calls oneDNN's int8
+    Linear over packed weights, not ATen's ``_int_mm``."""
     eager, aoti, ref = _through_aoti(quantized, encoder, package)
     assert F.cosine_similarity(eager, aoti).min().item() > 0.999
     assert F.cosine_similarity(ref, aoti).min().item() >= MIN_COSINE["int8"]
     source = package.read_bytes().decode("latin-1")
     assert "qlinear_pointwise" in source and "aoti_torch_cpu__int_mm_out" not in source
+
+
+def test_onednn_recipe_compiles_every_linear_to_onednn_int8(encoder, calibration, tmp_path) -> None:
+    quantized = quantize.get_recipe("int8_onednn_smoothquant").apply(encoder, calibration).eval()
+    int8 = [n for n, m in quantized.named_modules() if isinstance(m, quantize.Int8Linear)]
+    assert len(int8) == 6 * 2  # Q, K, V, attention output, FFN in and out per layer
+    _assert_compiles_to_onednn_int8(quantized, encoder, tmp_path / "int8.aoti.pt2")
 
 
 @pytest.mark.skipif(not quantize.bf16_supported(), reason="the mixed recipe needs a CPU that multiplies bf16 natively")
@@ -210,10 +215,4 @@ def test_mixed_recipe_compiles_query_and_key_to_onednn_int8(encoder, calibration
     bf16 = [n for n, m in quantized.named_modules() if isinstance(m, quantize.Bf16Linear)]
     assert len(int8) == 2 * 2 and all(quantize.base_name(n).endswith(quantize.INT8_ATTENTION) for n in int8)
     assert len(bf16) == 4 * 2  # value, attention output, FFN in and out per layer
-    package = tmp_path / "int8.aoti.pt2"
-    eager, aoti, ref = _through_aoti(quantized, encoder, package)
-    assert F.cosine_similarity(eager, aoti).min().item() > 0.999
-    assert F.cosine_similarity(ref, aoti).min().item() >= MIN_COSINE["int8"]
-    source = package.read_bytes().decode("latin-1")
-    # oneDNN's int8 Linear over packed weights, not ATen's _int_mm
-    assert "qlinear_pointwise" in source and "aoti_torch_cpu__int_mm_out" not in source
+    _assert_compiles_to_onednn_int8(quantized, encoder, tmp_path / "int8.aoti.pt2")
