@@ -27,6 +27,7 @@ import torch
 from torch.export import Dim
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from export import artifacts as art
 from export import cross_encoder, model_configs, native_tokenizer, sequence_fp16, sequence_int8, serving_choice, tasks
 from export.checkpoint import DEFAULT_MAX_SEQ, _tokenizer
 from export.config import ExportConfig
@@ -75,11 +76,14 @@ def _attention(module: torch.nn.Module, device: str) -> contextlib.AbstractConte
     return contextlib.nullcontext()
 
 
-def compile_aoti(module: torch.nn.Module, device: str, max_batch: int, max_seq: int, path: Path) -> None:
+def compile_aoti(
+    module: torch.nn.Module, device: str, max_batch: int, max_seq: int, path: Path, fp32: bool = False
+) -> None:
+    """``fp32``: the package holds no int8 GEMMs (artifacts.fp32_configs)."""
     dims = {0: Dim("batch", min=1, max=max_batch), 1: Dim("seq", min=2, max=max_seq)}
     with torch.no_grad(), _attention(module, device):
         ep = torch.export.export(module, example_inputs(device), dynamic_shapes=dict.fromkeys(INPUTS, dims))
-        torch._inductor.aoti_compile_and_package(ep, package_path=str(path), inductor_configs={"freezing": True})
+        art.compile_aoti(ep, path, art.fp32_configs(device) if fp32 else None)
 
 
 def gate_batches(tokenizer, max_seq: int) -> list[dict[str, torch.Tensor]]:
@@ -223,7 +227,7 @@ def _export(
         start = time.perf_counter()
         artifact = version / FP32_FILE
         try:
-            compile_aoti(module, cfg.target, cfg.max_batch, max_seq, artifact)
+            compile_aoti(module, cfg.target, cfg.max_batch, max_seq, artifact, fp32=True)
             loaded = load_module(AOTI, artifact, cfg.target, cuda_graphs=False)
         except Exception as e:
             raise ArtifactError(f"{task.name}: building the aoti artifact failed: {e}") from e
