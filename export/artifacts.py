@@ -50,7 +50,7 @@ def save_exported_program(ep: ExportedProgram, path: Path) -> None:
 def fp32_configs(target: str) -> dict[str, Any]:
     """Inductor settings for an fp32 package. On a CPU without AVX-512 its Linears stay ATen's ``mm`` rather than
     oneDNN over weights packed at load: on an AVX2 EPYC (1 thread) the packed package ran 1.0x the unpacked one's
-    speed at 1 x 16 and 0.59-0.79x at 8 rows or 128 tokens (docs/PERFORMANCE.md). A package with int8 GEMMs
+    speed at 1 x 16 and 0.66-0.88x at 8 rows or 128 tokens (docs/PERFORMANCE.md). A package with int8 GEMMs
     keeps the packing: Inductor finds oneDNN's int8 Linear in the same pass."""
     return {"cpp.weight_prepack": False} if target == "cpu" and "avx512f" not in cpu_flags() else {}
 

@@ -356,7 +356,7 @@ def _int8_qk_bf16(model: nn.Module, calibration: Calibration) -> nn.Module:
 
 def _int8_onednn_smoothquant(model: nn.Module, calibration: Calibration) -> nn.Module:
     """The smoothquant rewrite with every Linear an :class:`Int8Linear` (oneDNN's packed int8 Linear once
-    compiled). Without VNNI, ATen's ``_int_mm`` (torchao's recipes) has no fast CPU kernel: 12-40x slower than
+    compiled). Without VNNI, ATen's ``_int_mm`` (torchao's recipes) has no fast CPU kernel: 12-22x slower than
     fp32 on AVX2 (docs/INT8.md), where oneDNN's u8s8 kernels run."""
     model = smooth_and_split(model, calibration)
     for name, linear in _quantizable_linears(model).items():
@@ -484,8 +484,9 @@ _SMOOTHQUANT, _TORCHAO_OUTLIERS, _DYNAMIC_OUTLIERS = (
 # With VNNI (AVX-512 VNNI, AMX) torchao's int8 GEMMs under AOTInductor win at every length, smoothing ahead of
 # the all-Linear outlier split. Without VNNI (AVX2) their `_int_mm` has no fast kernel, and oneDNN's packed int8
 # Linear (7-bit weights there) comes first.
-# The PT2E recipe comes last: it is the fastest at batch 32 x 128 but slower at batch 1 x 16 and only just
-# above the gate (see the module docstring), so export ships it only where the others fail.
+# The PT2E recipe comes after those: it is the fastest at batch 32 x 128 but slower at batch 1 x 16 and only just
+# above the gate (see the module docstring), so export ships it only where the others fail. With VNNI the
+# all-oneDNN recipe is last: it was not measured as a whole model there.
 # Where the CPU multiplies bf16 natively, the mixed int8 / bf16 recipe comes first: it is the one that passes the
 # retrieval gate (docs/INT8.md); the all-int8 recipes follow for --int8-recipe and the bench.
 RECIPES: tuple[Recipe, ...] = (
