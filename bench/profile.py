@@ -65,11 +65,14 @@ def artifact(model_dir: Path, kind: str) -> Path:
 
 def instrumented_copy(model_dir: Path, work: Path) -> tuple[Callable[..., torch.Tensor], float]:
     """The model's ExportedProgram compiled again with a profiler record around every generated C++ kernel (and
-    tuned again, where export tuned the served package)."""
+    tuned again, where export tuned the served package; an fp32 one's GEMMs as export compiled them)."""
     ep = torch.export.load(str(artifact(model_dir, EXPORTED_PROGRAM)))
+    manifest = read(model_dir)
     configs: dict[str, Any] = {"cpp.enable_kernel_profile": True}
-    if read(model_dir).get("autotune", {}).get("ran"):
+    if manifest.get("autotune", {}).get("ran"):
         configs.update(autotune.inductor_configs("cpu"))
+    if manifest.get("precision") == "fp32":  # its GEMMs as export compiled them
+        configs.update(art.fp32_configs("cpu"))
     start = time.perf_counter()
     package = work / "instrumented.pt2"
     art.compile_aoti(ep, package, configs)
