@@ -71,7 +71,7 @@ def instrumented_copy(model_dir: Path, work: Path) -> tuple[Callable[..., torch.
     configs: dict[str, Any] = {"cpp.enable_kernel_profile": True}
     if manifest.get("autotune", {}).get("ran"):
         configs.update(autotune.inductor_configs("cpu"))
-    if manifest.get("precision") == "fp32":  # its GEMMs as export compiled them
+    elif manifest.get("precision") == "fp32":  # its GEMMs as export compiled them
         configs.update(art.fp32_configs("cpu"))
     start = time.perf_counter()
     package = work / "instrumented.pt2"

@@ -99,7 +99,7 @@ def _build(
 ) -> list[dict[str, Any]]:
     """Build, load back and gate every artifact path this variant can take."""
     tuned_at = autotune.example_shape(cfg.target, cfg.max_batch, max_seq) if cfg.tuned else (2, 16)
-    fp32 = art.fp32_configs(cfg.target) if v.precision == "fp32" else {}
+    fp32 = art.fp32_configs(cfg.target) if v.precision == "fp32" and not cfg.tuned else {}
     not_built = []
     runners: dict[str, art.Runner] = {}
     ep = None
@@ -118,7 +118,7 @@ def _build(
                     art.save_exported_program(ep, file)
                 elif path == AOTI and cfg.tuned:
                     with autotune.recording(cfg.target, tuned_at) as tuning:
-                        art.compile_aoti(ep, file, {**autotune.inductor_configs(cfg.target), **fp32})
+                        art.compile_aoti(ep, file, autotune.inductor_configs(cfg.target))
                     v.tuning = tuning.summary()
                 elif path == AOTI:
                     art.compile_aoti(ep, file, fp32)
