@@ -69,10 +69,11 @@ def instrumented_copy(model_dir: Path, work: Path) -> tuple[Callable[..., torch.
     ep = torch.export.load(str(artifact(model_dir, EXPORTED_PROGRAM)))
     manifest = read(model_dir)
     configs: dict[str, Any] = {"cpp.enable_kernel_profile": True}
-    if manifest.get("autotune", {}).get("ran"):
+    tuned = bool(manifest.get("autotune", {}).get("ran"))
+    if tuned:
         configs.update(autotune.inductor_configs("cpu"))
-    elif manifest.get("precision") == "fp32":  # its GEMMs as export compiled them
-        configs.update(art.fp32_configs("cpu"))
+    if manifest.get("precision") == "fp32":  # its GEMMs as export compiled them
+        configs.update(art.fp32_configs("cpu", tuned))
     start = time.perf_counter()
     package = work / "instrumented.pt2"
     art.compile_aoti(ep, package, configs)

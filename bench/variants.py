@@ -164,12 +164,12 @@ class Builder:
 
     # AOTInductor --------------------------------------------------------------------------------------
     def _aoti_package(self, module: Callable[[], nn.Module], tag: str, tuned: bool = False, fp32: bool = False) -> Path:
-        """``fp32``: an untuned fp32 package, its GEMMs compiled as export compiles them (artifacts.fp32_configs)."""
+        """``fp32``: an fp32 package, its GEMMs compiled as export compiles them (artifacts.fp32_configs)."""
         path = self.workdir / f"{tag}.aoti.pt2"
         if not path.exists():
             ep = art.export_program(module(), self.device, max(2, self.cfg.max_batch), max(16, self.cfg.max_seq))
             configs = autotune.inductor_configs(self.device) if tuned else {}
-            art.compile_aoti(ep, path, {**configs, **(art.fp32_configs(self.device) if fp32 else {})})
+            art.compile_aoti(ep, path, {**configs, **(art.fp32_configs(self.device, tuned) if fp32 else {})})
         return path
 
     def _aoti_plans(self) -> Iterator[Plan]:
@@ -192,7 +192,7 @@ class Builder:
         name = f"aoti {label}"
 
         def build() -> Variant:
-            path = self._aoti_package(module, tag, tuned, fp32=precision == "fp32" and not tuned)
+            path = self._aoti_package(module, tag, tuned, fp32=precision == "fp32")
             return _torch_variant(name, precision, load_module(AOTI, path, self.device), self.device)
 
         yield Plan(name, _timed(build))

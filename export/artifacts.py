@@ -47,13 +47,14 @@ def save_exported_program(ep: ExportedProgram, path: Path) -> None:
     torch.export.save(ep, str(path))
 
 
-def fp32_configs(target: str) -> dict[str, Any]:
+def fp32_configs(target: str, tuned: bool = False) -> dict[str, Any]:
     """Inductor settings for an fp32 package. On a CPU without AVX-512 its Linears stay ATen's ``mm`` rather than
     oneDNN over weights packed at load: on an AVX2 EPYC (1 thread) the packed package ran 1.0x the unpacked one's
     speed at 1 x 16 and 0.66-0.88x at 8 rows or 128 tokens (docs/PERFORMANCE.md). A package with int8 GEMMs
     keeps the packing (Inductor finds oneDNN's int8 Linear in the same pass), and so does an autotuned one (tuning
     times Inductor's C++ GEMM templates against oneDNN's packed Linear; it finds nothing to tune in ATen's)."""
-    return {"cpp.weight_prepack": False} if target == "cpu" and "avx512f" not in cpu_flags() else {}
+    unpacked = target == "cpu" and not tuned and "avx512f" not in cpu_flags()
+    return {"cpp.weight_prepack": False} if unpacked else {}
 
 
 def compile_aoti(ep: ExportedProgram, path: Path, configs: dict[str, Any] | None = None) -> None:

@@ -99,7 +99,7 @@ def _build(
 ) -> list[dict[str, Any]]:
     """Build, load back and gate every artifact path this variant can take."""
     tuned_at = autotune.example_shape(cfg.target, cfg.max_batch, max_seq) if cfg.tuned else (2, 16)
-    fp32 = art.fp32_configs(cfg.target) if v.precision == "fp32" and not cfg.tuned else {}
+    fp32 = art.fp32_configs(cfg.target, cfg.tuned) if v.precision == "fp32" else {}
     not_built = []
     runners: dict[str, art.Runner] = {}
     ep = None

@@ -17,6 +17,7 @@ def test_only_a_cpu_without_avx512_leaves_the_weights_unpacked(monkeypatch) -> N
     monkeypatch.setattr(art, "cpu_flags", lambda: AVX2)
     assert art.fp32_configs("cuda") == {}
     assert art.fp32_configs("cpu") == {"cpp.weight_prepack": False}
+    assert art.fp32_configs("cpu", tuned=True) == {}  # tuning times its templates against the packed Linear
 
 
 def test_an_unpacked_fp32_package_runs_atens_addmm_and_matches_eager(monkeypatch, tmp_path) -> None:
