@@ -32,7 +32,12 @@ def install(backend_dir: Path) -> bool:
     target.parent.mkdir(parents=True, exist_ok=True)
     src = LIBRARY.stat()
     if not target.exists() or target.stat().st_size != src.st_size or target.stat().st_mtime < src.st_mtime:
-        tmp = target.with_suffix(".tmp")
-        shutil.copy2(LIBRARY, tmp)
-        tmp.replace(target)  # a running server keeps the file it mapped
+        # A name of its own: replicas started together install at once. The rename is atomic, and a running
+        # server keeps the file it mapped.
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        try:
+            shutil.copy2(LIBRARY, tmp)
+            tmp.replace(target)
+        finally:
+            tmp.unlink(missing_ok=True)
     return True

@@ -88,3 +88,26 @@ def test_two_builds_install_their_libraries_apart(bundle, tmp_path, monkeypatch)
         dests.append(server._bundled_backends(bundle))
     assert dests[0] != dests[1]
     assert [(d / native.NAME / native.LIBRARY_NAME).read_bytes() for d in dests] == [b"library a", b"library b"]
+
+
+def test_launchers_installing_at_once_do_not_take_each_others_copy(tmp_path, monkeypatch):
+    """`make serve REPLICAS=N` starts N launchers together: a second one installs while the first is copying."""
+    library = tmp_path / "build" / native.LIBRARY_NAME
+    library.parent.mkdir()
+    library.write_bytes(b"library")
+    monkeypatch.setattr(native, "LIBRARY", library)
+    copy, pid, nested = native.shutil.copy2, os.getpid(), []
+
+    def copy_while_another_installs(src, dst):
+        copy(src, dst)
+        if not nested:
+            nested.append(dst)
+            monkeypatch.setattr(native.os, "getpid", lambda: pid + 1)  # the other launcher
+            assert native.install(tmp_path / "backends")
+            monkeypatch.setattr(native.os, "getpid", lambda: pid)
+
+    monkeypatch.setattr(native.shutil, "copy2", copy_while_another_installs)
+    assert native.install(tmp_path / "backends")
+    installed = tmp_path / "backends" / native.NAME
+    assert [p.name for p in installed.iterdir()] == [native.LIBRARY_NAME]
+    assert (installed / native.LIBRARY_NAME).read_bytes() == b"library"
