@@ -193,6 +193,7 @@ class ReplicasConfig:
     grpc_port: int = option(ServeConfig.grpc_port, "nginx's gRPC front port")
     gateway_port: int = option(ServeConfig.gateway_port, "nginx's front port of the OpenAI and TEI routes")
     base_port: int = option(DEFAULT_BASE_PORT, "replica i listens on base + 10*i (HTTP), +1 (gRPC), +2 (metrics)")
+    share_cpus: bool = option(True, "on a CPU repository, run each replica on its own share of the CPUs")
     ready_timeout_s: float = option(180.0, "how long the replicas may take to become ready")
     api_keys: Path | None = option(
         None, "file of 'client-name key' lines; calls then need 'authorization: Bearer <key>'", shown="no keys"
@@ -235,7 +236,8 @@ def _front_door(a: ReplicasConfig) -> FrontDoor | None:
 
 def _start_replicas(a: ReplicasConfig, reps: list[Replica]) -> list[subprocess.Popen]:
     procs = []
-    shares = cpu_shares(len(reps), sorted(os.sched_getaffinity(0))) if _runs_on_cpu(a.repository) else None
+    on_cpu = a.share_cpus and _runs_on_cpu(a.repository)
+    shares = cpu_shares(len(reps), sorted(os.sched_getaffinity(0))) if on_cpu else None
     for r in reps:
         # The replicas inherit the BERTSERVE_SERVE_* variables; they stay on loopback whatever HOST says (nginx's).
         cmd = [sys.executable, "-m", "serving", "--repository", str(a.repository), "--host", "127.0.0.1",
