@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
 import re
-import subprocess
-import sys
-import tempfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import torch
 from torch import nn
@@ -67,28 +65,26 @@ def compile_aoti(ep: ExportedProgram, path: Path, configs: dict[str, Any] | None
     Inductor freezes only with grad mode off: with it on, ``freezing`` is silently ignored and every Linear
     stays an unpacked ``mm`` (MiniLM fp32, batch 1, 16 tokens, 2 threads: 5.6 ms instead of 2.4 ms).
     ``configs``: more Inductor settings on top (kernel profiling, autotuning, :func:`fp32_configs`).
-
-    A package that must not pack its weights is compiled in a process of its own: Inductor registers its
-    weight-packing patterns once per process, at the first freezing compile, and only if that compile packs. After
-    an unpacked fp32 package, every later package of the process lost them: MiniLM's int8 compiled to ATen's
-    ``_int_mm`` instead of oneDNN's int8 Linear and ran 16x slower than fp32 (AVX2 EPYC, 1 x 16 tokens).
     """
     configs = {"freezing": True, **(configs or {})}
-    if configs.get("cpp.weight_prepack") is False:
-        _compile_apart(ep, path, configs)
-        return
-    with torch.no_grad():
+    unpacked = configs.pop("cpp.weight_prepack", True) is False
+    with torch.no_grad(), _fp32_linears_unpacked(unpacked):
         torch._inductor.aoti_compile_and_package(ep, package_path=str(path), inductor_configs=configs)
 
 
-def _compile_apart(ep: ExportedProgram, path: Path, configs: dict[str, Any]) -> None:
-    with tempfile.TemporaryDirectory(prefix="bertserve-compile-") as tmp:
-        program = Path(tmp) / "program.pt2"
-        torch.export.save(ep, str(program))
-        cmd = [sys.executable, "-m", "export.compile_apart", str(program), str(path), json.dumps(configs)]
-        done = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
-    if done.returncode != 0:
-        raise ArtifactError(f"compiling {path.name} failed: {done.stderr.strip()[-2000:]}")
+@contextlib.contextmanager
+def _fp32_linears_unpacked(on: bool) -> Iterator[None]:
+    """Inductor's ``cpp.weight_prepack`` cannot be set per package: Inductor registers its weight-packing patterns
+    once per process, at the first freezing compile, and only if that compile packs. After an unpacked fp32 package,
+    MiniLM's int8 package compiled to ATen's ``_int_mm`` instead of oneDNN's int8 Linear and ran 16x slower than
+    fp32 (AVX2 EPYC, 1 x 16 tokens). So every compile keeps the setting on, and an unpacked fp32 package hides MKL
+    from the one check that packs fp32 Linears (``_is_packable_linear``), as a torch built without MKL would: they
+    stay ATen's ``addmm``, which calls MKL at run time all the same."""
+    if not on:
+        yield
+        return
+    with mock.patch.object(torch._C, "has_mkl", False):
+        yield
 
 
 def trace_torchscript(encoder: nn.Module, device: str, path: Path) -> None:

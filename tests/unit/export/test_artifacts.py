@@ -36,7 +36,7 @@ def test_an_unpacked_fp32_package_runs_atens_addmm_and_matches_eager(monkeypatch
         torch.testing.assert_close(load_module(AOTI, package, "cpu")(*inputs), encoder(*inputs), atol=1e-5, rtol=0)
 
 
-# In a fresh process: an unpacked fp32 package, then one of int8 Linears.
+# In a fresh process: an unpacked fp32 package, one of int8 Linears, and the fp32 one again.
 AFTER_AN_UNPACKED_PACKAGE = """
 import sys
 from pathlib import Path
@@ -46,19 +46,23 @@ from tests.unit.export.tiny_bert import tiny_encoder
 
 art.cpu_flags = lambda: frozenset({"avx", "avx2", "fma"})
 out, encoder = Path(sys.argv[1]), tiny_encoder()
-art.compile_aoti(art.export_program(encoder, "cpu", 4, 32), out / "fp32.aoti.pt2", art.fp32_configs("cpu"))
+fp32 = art.export_program(encoder, "cpu", 4, 32)
+art.compile_aoti(fp32, out / "fp32.aoti.pt2", art.fp32_configs("cpu"))
 for name, child in [(n, m) for n, m in encoder.named_modules() if isinstance(m, nn.Linear)]:
     quantize.replace_submodule(encoder, name, quantize.Int8Linear(child))
 art.compile_aoti(art.export_program(encoder, "cpu", 4, 32), out / "int8.aoti.pt2")
+art.compile_aoti(fp32, out / "fp32-after.aoti.pt2", art.fp32_configs("cpu"))
 """
 
 
 def test_a_package_packs_whatever_the_process_compiled_before(tmp_path) -> None:
     """Inductor registers its packing patterns at a process's first freezing compile: an unpacked package first
-    must not leave the int8 one after it on ATen's ``_int_mm``."""
+    must not leave the int8 one after it on ATen's ``_int_mm``, nor the int8 one pack an fp32 package after it."""
     root = Path(__file__).resolve().parents[3]
     subprocess.run([sys.executable, "-c", AFTER_AN_UNPACKED_PACKAGE, str(tmp_path)], cwd=root, check=True)
-    fp32, int8 = (tmp_path / f"{p}.aoti.pt2" for p in ("fp32", "int8"))
-    assert "linear_pointwise" not in fp32.read_bytes().decode("latin-1")
+    fp32, int8, fp32_after = (tmp_path / f"{p}.aoti.pt2" for p in ("fp32", "int8", "fp32-after"))
+    for package in (fp32, fp32_after):
+        source = package.read_bytes().decode("latin-1")
+        assert "aoti_torch_cpu_addmm_out" in source and "linear_pointwise" not in source
     source = int8.read_bytes().decode("latin-1")
     assert "qlinear_pointwise" in source and "aoti_torch_cpu__int_mm_out" not in source
