@@ -70,7 +70,7 @@ def cpu_shares(n: int, cpus: list[int]) -> list[list[int]]:
     """Replica i's CPUs where the models run on the CPU: the usable ones split into n contiguous shares, as even
     as they divide (more replicas than CPUs share them in turn). Each replica sizes its compute pool from its
     affinity; unpinned, every replica took all the cores, and two on 2 cores answered 4 clients at a p50 of
-    158 ms against 40 ms for one replica alone (docs/PERFORMANCE.md)."""
+    170 ms against 37 ms on a core each (docs/PERFORMANCE.md, `python -m bench.replicas`)."""
     if n >= len(cpus):
         return [[cpus[i % len(cpus)]] for i in range(n)]
     size, extra = divmod(len(cpus), n)
