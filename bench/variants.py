@@ -268,7 +268,10 @@ class Builder:
         rel = manifest["artifacts"][kind]["file"]
         mf.verify(model_dir, manifest, only=[rel])
         module = load_module(kind, model_dir / rel, self.device)
-        return _torch_variant(name, manifest["precision"], module, self.device, note=str(model_dir / rel))
+        note = str(model_dir / rel)
+        if (compiled := manifest.get("compiled_threads")) and compiled != torch.get_num_threads():
+            note += f"; compiled for {compiled} threads, timed at {torch.get_num_threads()}"
+        return _torch_variant(name, manifest["precision"], module, self.device, note=note)
 
     # onnxruntime --------------------------------------------------------------------------------------
     def _onnx_path(self) -> Path:

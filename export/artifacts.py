@@ -87,6 +87,13 @@ def _fp32_linears_unpacked(on: bool) -> Iterator[None]:
         yield
 
 
+def compiled_threads(target: str) -> dict[str, int]:
+    """The manifest's record of the intra-op thread count a CPU package was compiled under. Inductor fixes it in
+    the package (a team size per parallel region, the GEMM templates' blocking per thread), so the launcher warns
+    when the server would run the package with another count."""
+    return {"compiled_threads": torch.get_num_threads()} if target == "cpu" else {}
+
+
 def trace_torchscript(encoder: nn.Module, device: str, path: Path) -> None:
     with torch.no_grad():
         traced = torch.jit.trace(encoder, example_inputs(device), check_trace=False, strict=False)

@@ -156,6 +156,14 @@ class ExportConfig:
         return self.autotune if self.autotune is not None else tuned_by_default(self.target)
 
     @property
+    def serving_threads(self) -> int:
+        """The intra-op threads each instance's forward runs with: --threads, else the CPUs this process may use
+        (the server counts its own the same way, backend/src/settings.cc)."""
+        from common.cpus import usable_cpus
+
+        return self.threads or usable_cpus()
+
+    @property
     def admission(self) -> dict[str, int]:
         """The native models' deadline_us and standing_queue_us: as given, else this target's defaults."""
         standing = DEFAULT_STANDING_QUEUE_US[self.target] if self.standing_queue_us is None else self.standing_queue_us

@@ -287,6 +287,7 @@ def _write_repository(cfg, writer, ckpt, max_seq, variants, dynamo, not_built, s
         "hidden": ckpt.hidden_size,
         "vocab_size": ckpt.vocab_size,
         "torch": torch.__version__,
+        **art.compiled_threads(cfg.target),
     }
     ids = warm["input_ids"][0].astype(np.int64)
     backends = {v.precision: _encoder_backend(cfg, v) for v in variants}

@@ -286,6 +286,7 @@ def _export(
         "hidden": int(reference.config.hidden_size),
         "vocab_size": int(reference.config.vocab_size),
         "torch": torch.__version__,
+        **art.compiled_threads(cfg.target),
     }
     manifest: dict[str, Any] = {
         **common,

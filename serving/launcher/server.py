@@ -26,6 +26,7 @@ from pathlib import Path
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
+from common.cpus import usable_cpus
 from serving.contract import hardware
 from serving.contract.manifest import REPOSITORY_INDEX, VerificationError, entry_points, read, verify
 from serving.gateway import process as gateway_process
@@ -169,6 +170,7 @@ def select_models(repo: Path, index: dict, backend_dir: Path) -> list[str]:
             log.error("%s will not load: %s", name, e)
         else:
             _warn_if_tuned_elsewhere(name, manifest)
+            _warn_if_compiled_for_other_threads(repo / name, manifest)
         load.append(name)
     for ensemble, steps in index.get("ensemble_requires", {}).items():
         missing = [s for s in steps if s not in load]
@@ -183,15 +185,10 @@ def _warn_if_pools_oversubscribe(repo: Path, native_models: list[str]) -> None:
     teams as the CPUs hold (backend/src/compute_pool.h): models of different thread counts get pools of their own,
     whose teams together outnumber the cores. Export gives every model of a repository one count; say so when a
     repository (edited by hand, or assembled from several) does not."""
-    usable = len(os.sched_getaffinity(0))
+    usable = usable_cpus()
     counts: dict[int, list[str]] = {}
     for name in native_models:
-        try:
-            config = text_format.Parse((repo / name / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
-        except (OSError, text_format.ParseError):
-            continue  # the model's own load reports it
-        if "threads" in config.parameters:
-            threads = int(config.parameters["threads"].string_value or 0)
+        if (threads := _config_threads(repo / name)) is not None:
             counts.setdefault(threads or usable, []).append(name)
     if len(counts) > 1:
         log.warning(
@@ -199,6 +196,39 @@ def _warn_if_pools_oversubscribe(repo: Path, native_models: list[str]) -> None:
             "own, and together their threads outnumber the %d usable CPUs; export the models with one --threads",
             "; ".join(f"{t}: {', '.join(names)}" for t, names in sorted(counts.items())),
             usable,
+        )
+
+
+def _config_threads(model_dir: Path) -> int | None:
+    """The model's ``threads`` parameter (0: the usable CPUs), or None where it has none or its config does not
+    parse (the model's own load reports that)."""
+    try:
+        config = text_format.Parse((model_dir / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+    except (OSError, text_format.ParseError):
+        return None
+    if "threads" not in config.parameters:
+        return None
+    return int(config.parameters["threads"].string_value or 0)
+
+
+def _warn_if_compiled_for_other_threads(model_dir: Path, manifest: dict) -> None:
+    """A CPU package runs its kernels as compiled for ``compiled_threads`` (Inductor fixes each parallel region's
+    team and its GEMMs' blocking at compile time): at another count it computes the same, slower. Say so, and which
+    export would match."""
+    compiled = manifest.get("compiled_threads")
+    threads = _config_threads(model_dir)
+    if compiled is None or threads is None:
+        return
+    served = threads or usable_cpus()
+    if served != compiled:
+        log.warning(
+            "%s was compiled for %d intra-op threads and will run its forwards with %d (%s): its kernels are sized "
+            "for the other count; re-export with --threads %d",
+            model_dir.name,
+            compiled,
+            served,
+            f"threads {threads}" if threads else "the CPUs this server may use",
+            served,
         )
 
 

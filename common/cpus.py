@@ -1,0 +1,30 @@
+"""How many CPUs this process may use: its affinity, capped by the cgroup's CPU quota. The native backend's
+``UsableCpus`` (backend/src/settings.cc) counts the same way, so a count taken here at export is the one the server
+runs an instance's forwards with when ``threads`` is 0."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+
+def cgroup_cpus(root: Path = Path("/sys/fs/cgroup")) -> int:
+    """The cgroup's CPU quota rounded up to whole CPUs (v2 ``cpu.max``, else v1's CFS quota); 0 when unlimited."""
+    try:
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+        return 0 if quota == "max" or float(period) <= 0 else math.ceil(float(quota) / float(period))
+    except (OSError, ValueError):
+        pass
+    try:
+        quota_us = float((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period_us = float((root / "cpu" / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return 0
+    return math.ceil(quota_us / period_us) if quota_us > 0 and period_us > 0 else 0
+
+
+def usable_cpus() -> int:
+    cpus = max(1, len(os.sched_getaffinity(0)))
+    quota = cgroup_cpus()
+    return min(cpus, quota) if quota > 0 else cpus
