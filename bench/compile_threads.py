@@ -1,0 +1,80 @@
+"""MiniLM's fp32 AOTInductor package, autotuned as export tunes it, compiled under each of several thread counts
+and each timed at each count, interleaved. ``python -m bench.compile_threads --threads 1,2``: median ms per call.
+
+Inductor fixes a CPU package's thread count when it compiles (a team size per parallel region unless the count is
+the machine's CPU count, and its GEMM templates' blocking per thread); export compiles at the count the server
+will run (``--threads``, else the usable CPUs). This measures what a mismatch costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from bench.inputs import load_model
+from export import artifacts as art
+from export import autotune
+
+log = logging.getLogger(__name__)
+
+SHAPES = ((1, 16), (8, 16), (1, 128), (8, 128))
+
+
+def _compile(encoder: torch.nn.Module, threads: int, path: Path):
+    torch.set_num_threads(threads)
+    start = time.perf_counter()
+    ep = art.export_program(encoder, "cpu", 32, 128)
+    art.compile_aoti(ep, path, {**autotune.inductor_configs("cpu"), **art.fp32_configs("cpu", tuned=True)})
+    log.info("compiled for %d thread(s) in %.0f s", threads, time.perf_counter() - start)
+    return torch._inductor.aoti_load_package(str(path))
+
+
+def _time(run, shape: tuple[int, int], budget_s: float) -> list[float]:
+    ids, mask = art.example_inputs("cpu", *shape)
+    run(ids, mask)
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < 3 or time.perf_counter() - start < budget_s:
+        t = time.perf_counter()
+        run(ids, mask)
+        times.append((time.perf_counter() - t) * 1e3)
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.compile_threads", description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--cell-budget-s", type=float, default=0.15)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO)
+    counts = [int(t) for t in args.threads.split(",")]
+    encoder = load_model("minilm").encoder.eval()
+    with tempfile.TemporaryDirectory() as tmp, torch.no_grad():
+        runs = {c: _compile(encoder, c, Path(tmp) / f"t{c}.pt2") for c in counts}
+        lines = ["| run at | shape | " + " | ".join(f"compiled for {c}" for c in counts) + " |"]
+        lines.append("|---|---|" + "---:|" * len(counts))
+        for threads in counts:
+            torch.set_num_threads(threads)
+            times: dict[tuple[int, tuple[int, int]], list[float]] = {(c, s): [] for c in counts for s in SHAPES}
+            for r in range(args.rounds):
+                order = counts if r % 2 == 0 else counts[::-1]
+                for shape in SHAPES:
+                    for c in order:
+                        times[c, shape] += _time(runs[c], shape, args.cell_budget_s)
+            for shape in SHAPES:
+                cells = [f"{statistics.median(times[c, shape]):.2f}" for c in counts]
+                lines.append(f"| {threads} | {shape[0]} x {shape[1]} | " + " | ".join(cells) + " |")
+    sys.stdout.write(f"{torch.__version__}; median ms per call\n" + "\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
