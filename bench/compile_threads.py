@@ -1,9 +1,10 @@
 """MiniLM's fp32 AOTInductor package, autotuned as export tunes it, compiled under each of several thread counts
 and each timed at each count, interleaved. ``python -m bench.compile_threads --threads 1,2``: median ms per call.
 
-Inductor fixes a CPU package's thread count when it compiles (a team size per parallel region unless the count is
-the machine's CPU count, and its GEMM templates' blocking per thread); export compiles at the count the server
-will run (``--threads``, else the usable CPUs). This measures what a mismatch costs.
+Inductor fixes a CPU package's thread count when it compiles: a team size per parallel region unless the count is
+the machine's CPU count, and its GEMM templates' blocking per thread. This measures what compiling at one count and
+running at another costs; export compiles at torch's count in its process, every CPU, whatever ``--threads`` says
+(export/artifacts.py, ``compiled_threads``).
 """
 
 from __future__ import annotations

@@ -30,12 +30,6 @@ def main(argv: list[str] | None = None) -> int:
     quiet_third_parties()
     try:
         cfg = parse_args(argv)
-        if cfg.target == "cpu":
-            import torch
-
-            # Inductor sizes a CPU package's parallel regions and GEMM blocking for the thread count it compiles
-            # under: compile, tune and time at the count the server will run each forward with.
-            torch.set_num_threads(cfg.serving_threads)
         if cfg.specs:
             from export import several
 

@@ -88,9 +88,12 @@ def _fp32_linears_unpacked(on: bool) -> Iterator[None]:
 
 
 def compiled_threads(target: str) -> dict[str, int]:
-    """The manifest's record of the intra-op thread count a CPU package was compiled under. Inductor fixes it in
-    the package (a team size per parallel region, the GEMM templates' blocking per thread), so the launcher warns
-    when the server would run the package with another count."""
+    """The manifest's record of the intra-op thread count a CPU package was compiled under (torch's, in the
+    exporting process). Inductor fixes it in the package: a team size per parallel region, unless it is the
+    machine's CPU count, and the GEMM templates' blocking per thread. Export leaves it at every CPU whatever
+    ``--threads`` says: compiled for 1 thread, MiniLM's autotuned fp32 package ran 1.8-2.4x slower even at 1 thread
+    on a 16-core Xeon, and up to 1.8x slower at 2 on a 2-core EPYC (``python -m bench.compile_threads``,
+    docs/PERFORMANCE.md)."""
     return {"compiled_threads": torch.get_num_threads()} if target == "cpu" else {}
 
 

@@ -121,8 +121,7 @@ class ExportConfig:
     )
     threads: int = option(
         0,
-        "intra-op threads per encoder instance (0: the CPUs the server process may use, affinity and cgroup quota); "
-        "CPU packages are compiled, tuned and timed at this count (with 0, at this process's usable CPUs)",
+        "intra-op threads per encoder instance (0: the CPUs the server process may use, affinity and cgroup quota)",
     )
     serve: str | None = option(
         None,
@@ -155,14 +154,6 @@ class ExportConfig:
         from export.autotune import tuned_by_default
 
         return self.autotune if self.autotune is not None else tuned_by_default(self.target)
-
-    @property
-    def serving_threads(self) -> int:
-        """The intra-op threads each instance's forward runs with: --threads, else the CPUs this process may use
-        (the server counts its own the same way, backend/src/settings.cc)."""
-        from common.cpus import usable_cpus
-
-        return self.threads or usable_cpus()
 
     @property
     def admission(self) -> dict[str, int]:

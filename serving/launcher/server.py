@@ -170,7 +170,6 @@ def select_models(repo: Path, index: dict, backend_dir: Path) -> list[str]:
             log.error("%s will not load: %s", name, e)
         else:
             _warn_if_tuned_elsewhere(name, manifest)
-            _warn_if_compiled_for_other_threads(repo / name, manifest)
         load.append(name)
     for ensemble, steps in index.get("ensemble_requires", {}).items():
         missing = [s for s in steps if s not in load]
@@ -209,27 +208,6 @@ def _config_threads(model_dir: Path) -> int | None:
     if "threads" not in config.parameters:
         return None
     return int(config.parameters["threads"].string_value or 0)
-
-
-def _warn_if_compiled_for_other_threads(model_dir: Path, manifest: dict) -> None:
-    """A CPU package runs its kernels as compiled for ``compiled_threads`` (Inductor fixes each parallel region's
-    team and its GEMMs' blocking at compile time): at another count it computes the same, slower. Say so, and which
-    export would match."""
-    compiled = manifest.get("compiled_threads")
-    threads = _config_threads(model_dir)
-    if compiled is None or threads is None:
-        return
-    served = threads or usable_cpus()
-    if served != compiled:
-        log.warning(
-            "%s was compiled for %d intra-op threads and will run its forwards with %d (%s): its kernels are sized "
-            "for the other count; re-export with --threads %d",
-            model_dir.name,
-            compiled,
-            served,
-            f"threads {threads}" if threads else "the CPUs this server may use",
-            served,
-        )
 
 
 def _warn_if_tuned_elsewhere(name: str, manifest: dict) -> None:

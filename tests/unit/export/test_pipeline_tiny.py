@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 
-from common.cpus import usable_cpus
 from export import checkpoint, retrieval_set
 from export.config import ExportConfig
 from export.encoder import Encoder
@@ -127,18 +126,3 @@ def test_autotune_records_what_it_chose_for_this_machine(tiny_checkpoint, tmp_pa
     for shapes, c in tuning["gemm_classes"].items():
         assert c["candidates"] >= 2 and c["winner_ms"] > 0 and c["gemms"] >= 1, (shapes, c)
     assert read(out / "bert")["compile_report"]["autotune"]["bert"] == tuning
-
-
-def test_a_cpu_export_compiles_at_the_thread_count_the_server_runs_it_with(monkeypatch):
-    from export import __main__ as entry
-    from export import pipeline
-
-    seen: list[int] = []
-    monkeypatch.setattr(pipeline, "run", lambda cfg: seen.append(torch.get_num_threads()))
-    before = torch.get_num_threads()
-    try:
-        assert entry.main(["--threads", "1"]) == 0
-        assert entry.main([]) == 0
-    finally:
-        torch.set_num_threads(before)
-    assert seen == [1, usable_cpus()]

@@ -99,22 +99,6 @@ def test_native_models_of_different_thread_counts_are_warned_of(tmp_path, caplog
     assert f"different intra-op thread counts ({usable}: embed; {usable + 1}: rerank)" in caplog.text
 
 
-def test_a_package_compiled_for_another_thread_count_loads_with_a_warning(tmp_path, monkeypatch, caplog):
-    backends = tmp_path / "backends"
-    (backends / "bertserve").mkdir(parents=True)
-    monkeypatch.setattr(server, "usable_cpus", lambda: 4)
-    repo = _native_repo(tmp_path / "repo", {"embed": "0", "rerank": "1", "classify": "0"})
-    for name, compiled in {"embed": 4, "rerank": 1, "classify": 2}.items():
-        manifest = json.loads((repo / name / "manifest.json").read_text())
-        (repo / name / "manifest.json").write_text(json.dumps({**manifest, "compiled_threads": compiled}))
-    assert select_models(repo, read_index(repo), backends) == ["embed", "rerank", "classify"]
-    warnings = [r.getMessage() for r in caplog.records if "was compiled for" in r.getMessage()]
-    assert warnings == [
-        "classify was compiled for 2 intra-op threads and will run its forwards with 4 (the CPUs this server may "
-        "use): its kernels are sized for the other count; re-export with --threads 4"
-    ]
-
-
 def test_an_index_without_tasks_has_embed_as_its_entry_point(repo):
     assert entry_points(read_index(repo)) == {"embed": "embed"}
 
