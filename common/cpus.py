@@ -1,6 +1,6 @@
-"""How many CPUs this process may use: its affinity, capped by the cgroup's CPU quota. The native backend's
-``UsableCpus`` (backend/src/settings.cc) counts the same way, so a count taken here at export is the one the server
-runs an instance's forwards with when ``threads`` is 0."""
+"""How many CPUs this process may use: its affinity, capped by the cgroup's CPU quota, as the native backend's
+``UsableCpus`` (backend/src/settings.cc) counts them for a model whose ``threads`` is 0. The launcher counts them
+so to judge a repository's thread counts before the server starts."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from common.cpus import usable_cpus
 from export.repository import file_hashes
 from serving.contract import manifest as server_manifest
 from serving.contract.hardware import cpu_model
@@ -90,7 +91,7 @@ def _native_repo(root: Path, threads: dict[str, str]) -> Path:
 def test_native_models_of_different_thread_counts_are_warned_of(tmp_path, caplog):
     backends = tmp_path / "backends"
     (backends / "bertserve").mkdir(parents=True)
-    usable = len(os.sched_getaffinity(0))
+    usable = usable_cpus()
     same = _native_repo(tmp_path / "same", {"embed": "0", "rerank": str(usable)})
     assert select_models(same, read_index(same), backends) == ["embed", "rerank"]
     assert "different intra-op thread counts" not in caplog.text
