@@ -65,7 +65,7 @@ loadtest-compare: setup ## Compare loadtest with perf_analyzer on the running se
 	$(PY) -m loadtest.perf_analyzer_compare $(ARGS)
 
 test: tools ## Run unit and integration tests (exports the default model once if needed)
-	$(PY) -m pytest -m "not reliability" $(ARGS)
+	$(PY) -m pytest -m "not reliability" --durations=25 $(ARGS)
 
 reliability: tools ## Bounded fault and overload runs on loopback: stub kill, server restart, 3x overload
 	$(PY) -m pytest -m reliability -o log_cli=true -o log_cli_level=INFO $(ARGS)
