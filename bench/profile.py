@@ -8,7 +8,9 @@ Inductor's kernel profiling on (``cpp.enable_kernel_profile``, the export's othe
 where export tuned) and that copy is profiled, with the served package timed beside it so the instrumentation's
 cost shows.
 
-Prints the top kernels by self time with their share and the kernel count per forward; writes
+Prints the top kernels by self time with their share of the profiled forward, the time no recorded kernel
+accounts for (library calls the profiler does not see: a package's ``aoti_torch_cpu_addmm_out`` records its bias
+copy but not its GEMM; on CUDA, gaps between kernels), and the kernel count per forward; writes
 reports/profile-<model>-<device>-<B>x<S>.{md,trace.json} (the Chrome trace opens in https://ui.perfetto.dev) and,
 in reports/profile-<model>-<device>-source/, the code Inductor generated for the served package (the wrapper and
 kernel C++, Triton kernels on CUDA), to read what was fused.
@@ -50,7 +52,7 @@ class Kernel:
     name: str
     calls_per_forward: float
     self_ms_per_forward: float
-    share: float  # of the summed self time
+    share: float  # of the profiled forward's wall time
 
 
 def artifact(model_dir: Path, kind: str) -> Path:
@@ -102,8 +104,9 @@ def is_kernel(event: FunctionEvent, device: str) -> bool:
     return event.device_type == torch.autograd.DeviceType.CPU and not event.cpu_children
 
 
-def kernels(events: list[FunctionEvent], device: str, forwards: int) -> tuple[list[Kernel], float]:
-    """Kernels grouped by name, largest self time first, and the kernel count per forward."""
+def kernels(events: list[FunctionEvent], device: str, forwards: int, forward_ms: float) -> tuple[list[Kernel], float]:
+    """Kernels grouped by name, largest self time first, each with its share of ``forward_ms`` (the profiled
+    forward's wall time), and the kernel count per forward."""
     calls: dict[str, int] = {}
     self_us: dict[str, float] = {}
     for e in events:
@@ -112,8 +115,10 @@ def kernels(events: list[FunctionEvent], device: str, forwards: int) -> tuple[li
         us = e.self_device_time_total if device == "cuda" else e.self_cpu_time_total
         calls[e.name] = calls.get(e.name, 0) + 1
         self_us[e.name] = self_us.get(e.name, 0.0) + us
-    total = sum(self_us.values()) or 1.0
-    rows = [Kernel(n, calls[n] / forwards, self_us[n] / forwards / 1e3, self_us[n] / total) for n in self_us]
+    rows = []
+    for name, us in self_us.items():
+        ms = us / forwards / 1e3
+        rows.append(Kernel(name, calls[name] / forwards, ms, ms / forward_ms))
     return sorted(rows, key=lambda k: -k.self_ms_per_forward), sum(calls.values()) / forwards
 
 
@@ -154,6 +159,14 @@ def markdown(result: dict[str, Any], top: int) -> str:
     for k in r["kernels"][:top]:
         name = k["name"] if len(k["name"]) <= 100 else k["name"][:97] + "..."
         lines.append(f"| `{name}` | {k['calls_per_forward']:.0f} | {k['self_ms_per_forward']:.3f} | {k['share']:.1%} |")
+    unrecorded = r["unrecorded_ms"]
+    lines.append(f"| no recorded kernel | | {unrecorded:.3f} | {unrecorded / r['profiled_ms']:.1%} |")
+    lines += [
+        "",
+        f"Profiled forward: {r['profiled_ms']:.3f} ms (wall, profiler on). The last row is the time no recorded "
+        "kernel accounts for: library calls the profiler does not see (a package's `aoti_torch_cpu_addmm_out` "
+        "records its bias copy, not its GEMM), and on CUDA the gaps between kernels.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -200,14 +213,17 @@ def main(argv: list[str] | None = None) -> int:
         profiled = modules.get("instrumented", served)
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
         with profile(activities=activities) as prof:
+            start = time.perf_counter()
             for _ in range(args.calls):
                 profiled(*inputs)
             if device == "cuda":
                 torch.cuda.synchronize()
+            result["profiled_ms"] = (time.perf_counter() - start) * 1e3 / args.calls
     trace = args.output_dir / f"{stem}.trace.json"
     prof.export_chrome_trace(str(trace))
-    rows, per_forward = kernels(list(prof.events()), device, args.calls)
+    rows, per_forward = kernels(list(prof.events()), device, args.calls, result["profiled_ms"])
     result["kernels"] = [k.__dict__ for k in rows]
+    result["unrecorded_ms"] = max(0.0, result["profiled_ms"] - sum(k.self_ms_per_forward for k in rows))
     result["kernels_per_forward"] = per_forward
     result["trace"] = str(trace)
     source = args.output_dir / f"profile-{args.model}-{device}-source"
