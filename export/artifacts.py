@@ -92,7 +92,7 @@ def compiled_threads(target: str) -> dict[str, int]:
     exporting process). Inductor fixes it in the package: a team size per parallel region, unless it is the
     machine's CPU count, and the GEMM templates' blocking per thread. Export leaves it at every CPU whatever
     ``--threads`` says: compiled for 1 thread, MiniLM's autotuned fp32 package ran 1.8-2.4x slower even at 1 thread
-    on a 16-core Xeon, and up to 1.8x slower at 2 on a 2-core EPYC (``python -m bench.compile_threads``,
+    on a 16-core Xeon, and 1.2-1.3x slower at 2 threads on a 2-core EPYC (``python -m bench.compile_threads``,
     docs/PERFORMANCE.md)."""
     return {"compiled_threads": torch.get_num_threads()} if target == "cpu" else {}
 
