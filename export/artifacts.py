@@ -6,7 +6,7 @@ import contextlib
 import logging
 import re
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -72,19 +72,14 @@ def compile_aoti(ep: ExportedProgram, path: Path, configs: dict[str, Any] | None
         torch._inductor.aoti_compile_and_package(ep, package_path=str(path), inductor_configs=configs)
 
 
-@contextlib.contextmanager
-def _fp32_linears_unpacked(on: bool) -> Iterator[None]:
+def _fp32_linears_unpacked(on: bool) -> contextlib.AbstractContextManager:
     """Inductor's ``cpp.weight_prepack`` cannot be set per package: Inductor registers its weight-packing patterns
     once per process, at the first freezing compile, and only if that compile packs. After an unpacked fp32 package,
     MiniLM's int8 package compiled to ATen's ``_int_mm`` instead of oneDNN's int8 Linear and ran 16x slower than
     fp32 (AVX2 EPYC, 1 x 16 tokens). So every compile keeps the setting on, and an unpacked fp32 package hides MKL
     from the one check that packs fp32 Linears (``_is_packable_linear``), as a torch built without MKL would: they
     stay ATen's ``addmm``, which calls MKL at run time all the same."""
-    if not on:
-        yield
-        return
-    with mock.patch.object(torch._C, "has_mkl", False):
-        yield
+    return mock.patch.object(torch._C, "has_mkl", False) if on else contextlib.nullcontext()
 
 
 def compiled_threads(target: str) -> dict[str, int]:
