@@ -11,6 +11,8 @@
 # Or in one call, with the weights rounded to fp16 (speed only; carry .cpuhost/{weights-fp16.safetensors,
 # minilm.tar.xz,*.whl}):
 #   compile-threads  `python -m bench.compile_threads` at 1 thread and at every CPU
+#   pinning          the default export, then `python -m bench.pinning --compile` on it: one thread free, pinned, and
+#                    pinned beside a busy neighbour
 # Reports go to $OUT when set, else reports/.
 set -uo pipefail
 out="${OUT:-reports}"
@@ -82,8 +84,18 @@ case "${1:-}" in
     PYTHONPATH="$site" timeout "${BENCH_TIMEOUT_S:-540}" python3 -m bench.compile_threads --threads "1,$(nproc)" \
       2>&1 | tee "$out/compile-threads.log" | grep -vE 'Warning|warn|^ '
     ;;
+  pinning)
+    fp16_weights_site || exit 1
+    start=$SECONDS
+    PYTHONPATH="$site" timeout "${EXPORT_TIMEOUT_S:-330}" python3 -m export --skip torchscript \
+      --output "$work/repository" >"$out/export.log" 2>&1
+    echo "export: exit $?, $((SECONDS - start)) s"
+    grep -E 'served|gate|retrieval' "$out/export.log" | tail -8
+    PYTHONPATH="$site" timeout "${BENCH_TIMEOUT_S:-230}" python3 -m bench.pinning --repository "$work/repository" \
+      --compile 2>&1 | tee "$out/pinning.log" | grep -vE 'Warning|warn|^ |AUTOTUNE|strides|dtypes|Autotune|num_choices'
+    ;;
   *)
-    echo "usage: bash bench/cpu_host_int8.sh stage|export|bench|compile-threads" >&2
+    echo "usage: bash bench/cpu_host_int8.sh stage|export|bench|compile-threads|pinning" >&2
     exit 2
     ;;
 esac

@@ -1,0 +1,143 @@
+"""What a 1-thread CPU forward costs under three conditions, interleaved in one process: free to run on any CPU,
+pinned to one CPU, and pinned with a neighbour (a process multiplying matrices on two other CPUs, or one where there are two). The forwards:
+an exported repository's fp32 and int8 AOTInductor packages, eager fp32, onnxruntime fp32 and, with ``--compile``,
+a package this tool compiles as ``bench.compile_threads`` does.
+
+    python -m bench.pinning --repository build/repository [--compile]
+
+``python -m bench`` pins each thread count's run to cores of its own (bench/cpu_host_int8.sh); this says what the
+pinning and the run beside it change. Median ms per call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from bench.compile_threads import _compiled
+from bench.inputs import load_model
+from export import artifacts as art
+from serving.contract import manifest as mf
+from serving.contract.artifacts import AOTI, ONNX, load_module
+
+log = logging.getLogger(__name__)
+
+SHAPES = ((1, 16), (8, 16), (1, 128))
+CONDITIONS = ("any CPU", "pinned", "pinned, neighbour busy")
+
+
+def _neighbour(cpus: set[int], busy, stop) -> None:
+    """Multiplies 512 x 512 matrices on two threads while ``busy`` is set, until ``stop`` is."""
+    os.sched_setaffinity(0, cpus)
+    torch.set_num_threads(len(cpus))
+    a = torch.randn(512, 512)
+    while not stop.is_set():
+        if busy.wait(0.05):
+            a = torch.tanh(a @ a)
+
+
+def _bert_models(repository: Path) -> list[tuple[str, dict]]:
+    """The repository's bert models (the served one and the other precision), with their manifests."""
+    found = []
+    for model_dir in sorted(repository.glob("bert*")):
+        if (model_dir / mf.MANIFEST).is_file() and (manifest := mf.read(model_dir)).get("runtime") == AOTI:
+            found.append((model_dir.name, manifest))
+    return found
+
+
+def _forwards(repository: Path, compiled: Path | None) -> dict[str, Callable[..., object]]:
+    runs: dict[str, Callable[..., object]] = {}
+    onnx = None
+    for name, manifest in _bert_models(repository):
+        files = manifest["artifacts"]
+        runs[f"repo {name} {manifest['precision']}"] = load_module(AOTI, repository / name / files[AOTI]["file"], "cpu")
+        if ONNX in files and manifest["precision"] == "fp32":
+            onnx = repository / name / files[ONNX]["file"]
+    if compiled is not None:
+        runs["own compile fp32"] = _compiled(os.cpu_count() or 1, compiled)
+    runs["eager fp32"] = load_model("minilm").encoder.eval()
+    if onnx is not None:
+        runs["onnxruntime fp32"] = _onnx(onnx)
+    return runs
+
+
+def _onnx(path: Path) -> Callable[..., object]:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    return lambda ids, mask: session.run(None, dict(zip(names, (ids.numpy(), mask.numpy()), strict=True)))
+
+
+def _time(run: Callable[..., object], shape: tuple[int, int], budget_s: float) -> list[float]:
+    ids, mask = art.example_inputs("cpu", *shape)
+    run(ids, mask)
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < 3 or time.perf_counter() - start < budget_s:
+        t = time.perf_counter()
+        run(ids, mask)
+        times.append((time.perf_counter() - t) * 1e3)
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.pinning", description=__doc__.splitlines()[0])
+    parser.add_argument("--repository", type=Path, required=True)
+    parser.add_argument("--compile", action="store_true", help="also time a package compiled here, at every CPU")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--cell-budget-s", type=float, default=0.3)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO)
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        parser.error("needs 2 CPUs at least: one to pin to, one for the neighbour")
+    everywhere, one, others = set(cpus), {cpus[1]}, set((cpus[:1] + cpus[2:])[:2])
+    ctx = multiprocessing.get_context("spawn")
+    busy, stop = ctx.Event(), ctx.Event()
+    neighbour = ctx.Process(target=_neighbour, args=(others, busy, stop), daemon=True)
+    neighbour.start()
+    with tempfile.TemporaryDirectory() as tmp, torch.inference_mode():
+        runs = _forwards(args.repository, Path(tmp) / "own.pt2" if args.compile else None)
+        torch.set_num_threads(1)
+        times: dict[tuple[str, str, tuple[int, int]], list[float]] = {}
+        for r in range(args.rounds):
+            order = CONDITIONS if r % 2 == 0 else CONDITIONS[::-1]
+            for condition in order:
+                os.sched_setaffinity(0, everywhere if condition == "any CPU" else one)
+                busy.set() if "neighbour" in condition else busy.clear()
+                time.sleep(0.2)
+                for shape in SHAPES:
+                    for name, run in runs.items():
+                        times.setdefault((name, condition, shape), []).extend(_time(run, shape, args.cell_budget_s))
+            log.info("round %d/%d done", r + 1, args.rounds)
+        stop.set()
+        busy.clear()
+    neighbour.join(5)
+    header = "| forward | shape | " + " | ".join(CONDITIONS) + " |"
+    lines = [header, "|---|---|" + "---:|" * len(CONDITIONS)]
+    for name in runs:
+        for shape in SHAPES:
+            cells = [f"{statistics.median(times[name, c, shape]):.2f}" for c in CONDITIONS]
+            lines.append(f"| {name} | {shape[0]} x {shape[1]} | " + " | ".join(cells) + " |")
+    sys.stdout.write(
+        f"torch {torch.__version__}, 1 thread; pinned to CPU {cpus[1]}, neighbour on CPUs {sorted(others)}; "
+        "median ms per call\n" + "\n".join(lines) + "\n"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
