@@ -91,6 +91,9 @@ case "${1:-}" in
       --output "$work/repository" >"$out/export.log" 2>&1
     echo "export: exit $?, $((SECONDS - start)) s"
     grep -E 'served|gate|retrieval' "$out/export.log" | tail -8
+    for package in "$work"/repository/bert*/1/*.pt2; do  # a fixed team (num_threads(N)) or the caller's
+      echo "$package:"; unzip -p "$package" '*.cpp' | grep -E 'omp parallel' | sort | uniq -c
+    done
     PYTHONPATH="$site" timeout "${BENCH_TIMEOUT_S:-230}" python3 -m bench.pinning --repository "$work/repository" \
       --compile 2>&1 | tee "$out/pinning.log" | grep -vE 'Warning|warn|^ |AUTOTUNE|strides|dtypes|Autotune|num_choices'
     ;;

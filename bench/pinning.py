@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from bench.compile_threads import _compiled
+from bench.forward_threads import cpu_s
 from bench.inputs import load_model
 from export import artifacts as art
 from serving.contract import manifest as mf
@@ -81,16 +82,18 @@ def _onnx(path: Path) -> Callable[..., object]:
     return lambda ids, mask: session.run(None, dict(zip(names, (ids.numpy(), mask.numpy()), strict=True)))
 
 
-def _time(run: Callable[..., object], shape: tuple[int, int], budget_s: float) -> list[float]:
+def _time(run: Callable[..., object], shape: tuple[int, int], budget_s: float) -> tuple[list[float], float, float]:
+    """Per-call ms, and the wall and the process's CPU seconds of all the calls: CPU over wall above 1 says the
+    forward ran on more threads than the one it was given."""
     ids, mask = art.example_inputs("cpu", *shape)
     run(ids, mask)
     times: list[float] = []
-    start = time.perf_counter()
+    cpu0, start = cpu_s(), time.perf_counter()
     while len(times) < 3 or time.perf_counter() - start < budget_s:
         t = time.perf_counter()
         run(ids, mask)
         times.append((time.perf_counter() - t) * 1e3)
-    return times
+    return times, time.perf_counter() - start, cpu_s() - cpu0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         runs = _forwards(args.repository, Path(tmp) / "own.pt2" if args.compile else None)
         torch.set_num_threads(1)
         times: dict[tuple[str, str, tuple[int, int]], list[float]] = {}
+        wall: dict[tuple[str, str, tuple[int, int]], float] = {}
+        cpu: dict[tuple[str, str, tuple[int, int]], float] = {}
         for r in range(args.rounds):
             order = CONDITIONS if r % 2 == 0 else CONDITIONS[::-1]
             for condition in order:
@@ -121,7 +126,11 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(0.2)
                 for shape in SHAPES:
                     for name, run in runs.items():
-                        times.setdefault((name, condition, shape), []).extend(_time(run, shape, args.cell_budget_s))
+                        cell = (name, condition, shape)
+                        samples, wall_s, cpu_used = _time(run, shape, args.cell_budget_s)
+                        times.setdefault(cell, []).extend(samples)
+                        wall[cell] = wall.get(cell, 0.0) + wall_s
+                        cpu[cell] = cpu.get(cell, 0.0) + cpu_used
             log.info("round %d/%d done", r + 1, args.rounds)
         stop.set()
         busy.clear()
@@ -130,11 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     lines = [header, "|---|---|" + "---:|" * len(CONDITIONS)]
     for name in runs:
         for shape in SHAPES:
-            cells = [f"{statistics.median(times[name, c, shape]):.2f}" for c in CONDITIONS]
+            keys = [(name, c, shape) for c in CONDITIONS]
+            cells = [f"{statistics.median(times[k]):.2f} ({cpu[k] / wall[k]:.1f})" for k in keys]
             lines.append(f"| {name} | {shape[0]} x {shape[1]} | " + " | ".join(cells) + " |")
     sys.stdout.write(
         f"torch {torch.__version__}, 1 thread; pinned to CPU {cpus[1]}, neighbour on CPUs {sorted(others)}; "
-        "median ms per call\n" + "\n".join(lines) + "\n"
+        "median ms per call (CPU seconds per wall second)\n" + "\n".join(lines) + "\n"
     )
     return 0
 
