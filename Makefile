@@ -64,8 +64,12 @@ loadtest: setup ## The highest load the running server holds within the 10 ms bu
 loadtest-compare: setup ## Compare loadtest with perf_analyzer on the running server (ARGS="--url ... --concurrency 1,4,16")
 	$(PY) -m loadtest.perf_analyzer_compare $(ARGS)
 
-test: tools ## Run unit and integration tests (exports the default model once if needed)
-	$(PY) -m pytest -m "not reliability" --durations=25 $(ARGS)
+# The unit tier's compiles are CPU-bound and independent: one worker process per core of the CI machine. The
+# integration tier runs alone after it: its servers time requests and must not share the cores with compiles.
+TEST_WORKERS ?= 2
+test: tools ## Run the unit tests (TEST_WORKERS processes), then the integration tests (exports the default model once if needed)
+	$(PY) -m pytest tests/unit -m "not reliability" -n $(TEST_WORKERS) --durations=15 $(ARGS)
+	$(PY) -m pytest tests/integration -m "not reliability" --durations=25 $(ARGS)
 
 reliability: tools ## Bounded fault and overload runs on loopback: stub kill, server restart, 3x overload
 	$(PY) -m pytest -m reliability -o log_cli=true -o log_cli_level=INFO $(ARGS)
