@@ -1,7 +1,8 @@
 """The integration tier: the default model exported once, the real tritonserver started from a fixture.
 
-The repository is exported into build/test-repository (re-exported when the export or serving code changed);
-the server runs on free ports; its log is printed when a test of the session failed.
+The repository is exported into build/test-repository (again when the export or serving code changed;
+tests/integration/repositories.py); the server runs on free ports; its log is printed when a test of the session
+failed.
 """
 
 from __future__ import annotations
@@ -24,15 +25,13 @@ import pytest
 import tritonclient.grpc.aio as grpcaio
 from tritonclient.utils import InferenceServerException
 
-from export.repository import code_sha256
 from reliability import processes
 from reliability.processes import ServerProcess, http_status
 from serving.contract import native
+from tests.integration import repositories
 
 ROOT = Path(__file__).resolve().parents[2]
-TEST_REPOSITORY = ROOT / "build" / "test-repository"
 READY_TIMEOUT_S = 180
-EXPORT_LOG_LINES = 40
 # Serve only the native encoder models (no tokenizer stub, no embed): `make backend-asan` sets it, because the
 # Python-backend stub, which inherits the sanitizer's preload from tritonserver, crashes under it.
 NATIVE_ONLY = os.environ.get("BERTSERVE_TEST_NATIVE_ONLY", "") == "1"
@@ -48,35 +47,13 @@ def free_port() -> int:
 TritonServer = ServerProcess
 
 
-def _fresh(repo: Path) -> bool:
-    index = repo / "repository.json"
-    return index.is_file() and json.loads(index.read_text()).get("code_sha256") == code_sha256()
-
-
-def exported_models(repository: Path, specs: tuple[str, ...], max_seq: int, max_batch: int = 8) -> Path:
-    """Several checkpoints (``--model NAME=SPEC`` each) exported into one repository, again when the export code
-    changed; untuned and without ONNX, to keep the tests' exports short."""
-    if not _fresh(repository):
-        run_export(repository, *(a for s in specs for a in ("--model", s)), "--max-batch", str(max_batch),
-               "--max-seq", str(max_seq), "--no-autotune", "--skip", "onnx")  # fmt: skip
-    return repository
-
-
-def run_export(repository: Path, *options: str) -> Path:
-    """``python -m export ... --output repository``, its output kept in ``repository``.export.log; a failed export
-    fails the test with the log's last lines (the gate or step that failed), which a CI log would otherwise lack."""
-    log = repository.parent / f"{repository.name}.export.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("wb") as out:
-        done = subprocess.run(
-            [sys.executable, "-m", "export", *options, "--output", str(repository)],
-            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    if done.returncode != 0:
-        lines = re.split(r"[\r\n]+", log.read_text(errors="replace"))
-        tail = "\n".join(line for line in lines[-EXPORT_LOG_LINES:] if line.strip())
-        pytest.fail(f"export {' '.join(options)} exited {done.returncode}; the end of {log}:\n{tail}", pytrace=False)
-    return repository
+def exported(repo: repositories.TestRepository) -> Path:
+    """``repo``, exported first when it is stale; a failed export fails the test with the end of its log (the gate
+    or step that failed), which a CI log would otherwise lack."""
+    try:
+        return repo.exported()
+    except repositories.ExportFailed as e:
+        pytest.fail(str(e), pytrace=False)
 
 
 @pytest.fixture(scope="session")
@@ -85,9 +62,7 @@ def exported_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     BERTSERVE_TEST_REPOSITORY names an already exported repository to use as it is instead."""
     given = os.environ.get("BERTSERVE_TEST_REPOSITORY")
-    repo = Path(given).resolve() if given else TEST_REPOSITORY
-    if not given and not _fresh(TEST_REPOSITORY):
-        run_export(TEST_REPOSITORY)
+    repo = Path(given).resolve() if given else exported(repositories.DEFAULT)
     return native_only_copy(repo, tmp_path_factory.mktemp("native-only")) if NATIVE_ONLY else repo
 
 

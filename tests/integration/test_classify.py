@@ -16,14 +16,14 @@ from tritonclient.utils import InferenceServerException
 
 from export import classify, cross_encoder
 from reliability.processes import http_status
-from tests.integration.conftest import ROOT
+from tests.integration import repositories
+from tests.integration.conftest import exported
+from tests.integration.repositories import MAX_SEQ
 from tests.integration.test_rerank import (
-    MAX_SEQ,
     assert_refused_for_the_work_ahead,
     backlog_s,
     bytes_input,
     corpus,
-    exported,
     failures,
     hurried_behind_bulk,
     post,
@@ -32,15 +32,14 @@ from tests.integration.test_rerank import (
 
 pytestmark = pytest.mark.integration
 
-REPOSITORY = ROOT / "build" / "test-classify-repository"
-MAX_BATCH = 8
 MAX_ABS_DIFF = 1e-4
+MAX_BATCH = repositories.CLASSIFY.max_batch
 LABELS = [classify.SEEDED_LABELS[i] for i in sorted(classify.SEEDED_LABELS)]
 
 
 @pytest.fixture(scope="module")
 def classify_repository() -> Path:
-    return exported(REPOSITORY, "classify", MAX_BATCH)
+    return exported(repositories.CLASSIFY)
 
 
 @pytest.fixture(scope="module")

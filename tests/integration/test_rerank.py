@@ -22,33 +22,22 @@ from transformers import AutoTokenizer
 from tritonclient.utils import InferenceServerException
 
 from export import cross_encoder
-from export.repository import code_sha256
 from reliability.processes import http_status
+from tests.integration import repositories
 from tests.integration.conftest import (
     READY_TIMEOUT_S,
     ROOT,
-    run_export,
+    exported,
     served_counts,
     start_server,
     stop_server,
     wait_ready,
 )
+from tests.integration.repositories import MAX_SEQ
 
 pytestmark = pytest.mark.integration
 
-REPOSITORY = ROOT / "build" / "test-rerank-repository"
-MAX_SEQ = 128
 MAX_ABS_DIFF = 1e-4
-
-
-def exported(repository: Path, task: str, max_batch: int, *options: str) -> Path:
-    """The task's repository of the seeded checkpoint, exported again when the export code changed; fp32 unless
-    ``options`` say otherwise (--precision ...)."""
-    index = repository / "repository.json"
-    if not (index.is_file() and json.loads(index.read_text()).get("code_sha256") == code_sha256()):
-        run_export(repository, "--task", task, "--max-batch", str(max_batch), "--max-seq", str(MAX_SEQ),
-               *(options or ("--precision", "fp32")))  # fmt: skip
-    return repository
 
 
 def serving(repository: Path, log_dir: Path):
@@ -64,7 +53,7 @@ def serving(repository: Path, log_dir: Path):
 
 @pytest.fixture(scope="module")
 def rerank_repository() -> Path:
-    return exported(REPOSITORY, "rerank", 8)
+    return exported(repositories.RERANK)
 
 
 @pytest.fixture(scope="module")

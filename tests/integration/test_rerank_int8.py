@@ -16,40 +16,24 @@ import torch
 import tritonclient.grpc as grpcclient
 
 from export import sequence_gates, sequence_int8, sequence_sets
-from tests.integration.conftest import ROOT
-from tests.integration.test_rerank import MAX_SEQ, exported, rerank, serving
+from tests.integration import repositories
+from tests.integration.conftest import exported
+from tests.integration.repositories import MAX_SEQ
+from tests.integration.test_rerank import rerank, serving
 
 pytestmark = pytest.mark.integration
 
-REPOSITORY = ROOT / "build" / "test-rerank-int8-repository"
-CHECKPOINT = ROOT / "build" / "test-rerank-int8-checkpoint"
-MAX_BATCH = 32
-SHAPE = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128}
-
-
-def seeded_reranker(path: Path, seed: int = 0) -> Path:
-    """A small BertForSequenceClassification with one label, seeded, saved with MiniLM's tokenizer."""
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
-
-    from export.checkpoint import minilm_path
-
-    torch.manual_seed(seed)
-    model = BertForSequenceClassification(BertConfig(**SHAPE, max_position_embeddings=MAX_SEQ, num_labels=1))
-    model.config.architectures = ["BertForSequenceClassification"]
-    model.save_pretrained(str(path))
-    AutoTokenizer.from_pretrained(str(minilm_path())).save_pretrained(str(path))
-    return path
+MAX_BATCH = repositories.RERANK_INT8.max_batch
 
 
 @pytest.fixture(scope="module")
 def checkpoint() -> Path:
-    return seeded_reranker(CHECKPOINT)
+    return repositories.seeded_reranker()
 
 
 @pytest.fixture(scope="module")
 def repository(checkpoint):
-    options = ("--model", str(checkpoint), "--precision", "fp32,int8", "--serve", "int8")
-    return exported(REPOSITORY, "rerank", MAX_BATCH, *options)
+    return exported(repositories.RERANK_INT8)
 
 
 @pytest.fixture(scope="module")

@@ -21,26 +21,21 @@ from transformers import AutoTokenizer
 from export import checkpoint, classify, cross_encoder
 from reliability import processes
 from reliability.copies import linked_copy, replace_file
-from tests.integration.conftest import READY_TIMEOUT_S, ROOT, exported_models, free_port
+from tests.integration import repositories
+from tests.integration.conftest import READY_TIMEOUT_S, exported, free_port
+from tests.integration.repositories import MAX_SEQ
 from tests.integration.test_gateway import MALFORMED, _gateway_process
 from tests.integration.test_rerank import corpus
 from tests.integration.test_several_models import gateway_ready
 
 pytestmark = pytest.mark.integration
 
-REPOSITORY = ROOT / "build" / "test-routes-repository"
-MAX_SEQ = 128
-SPECS = (
-    "docs=minilm,precision=fp32",
-    "ranker=minilm-cross-encoder,task=rerank,precision=fp32",
-    "labels=minilm-classifier,task=classify,precision=fp32",
-)
 MAX_ABS_DIFF = 1e-4
 
 
 @pytest.fixture(scope="module")
 def repository() -> Path:
-    return exported_models(REPOSITORY, SPECS, MAX_SEQ)
+    return exported(repositories.ROUTES)
 
 
 @pytest.fixture(scope="module")

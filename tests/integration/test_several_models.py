@@ -22,20 +22,19 @@ from transformers import AutoTokenizer
 from export import checkpoint, cross_encoder
 from reliability import processes
 from reliability.copies import linked_copy, replace_file
-from tests.integration.conftest import READY_TIMEOUT_S, ROOT, exported_models
+from tests.integration import repositories
+from tests.integration.conftest import READY_TIMEOUT_S, exported
+from tests.integration.repositories import MAX_SEQ
 
 pytestmark = pytest.mark.integration
 
-REPOSITORY = ROOT / "build" / "test-two-models-repository"
-MAX_SEQ = 128
-SPECS = ("embed=minilm,precision=fp32", "rerank=minilm-cross-encoder,task=rerank,precision=fp32")
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "Stock markets fell sharply today.", "Le chat dort."]
 QUERY = "what does the fox jump over"
 
 
 @pytest.fixture(scope="module")
 def repository() -> Path:
-    return exported_models(REPOSITORY, SPECS, MAX_SEQ)
+    return exported(repositories.TWO_MODELS)
 
 
 def _serve(repository: Path, log_path: Path):
