@@ -11,8 +11,7 @@
 # Or in one call, with the weights rounded to fp16 (speed only; carry .cpuhost/{weights-fp16.safetensors,
 # minilm.tar.xz,*.whl}):
 #   compile-threads  `python -m bench.compile_threads` at 1 thread and at every CPU
-#   pinning          the default export, then `python -m bench.pinning --compile` on it: one thread free, pinned, and
-#                    pinned beside a busy neighbour
+#   pinning          `python -m bench.pinning --compile`: one thread free, pinned, and pinned beside a busy neighbour
 # Reports go to $OUT when set, else reports/.
 set -uo pipefail
 out="${OUT:-reports}"
@@ -86,16 +85,8 @@ case "${1:-}" in
     ;;
   pinning)
     fp16_weights_site || exit 1
-    start=$SECONDS
-    PYTHONPATH="$site" timeout "${EXPORT_TIMEOUT_S:-330}" python3 -m export --skip torchscript \
-      --output "$work/repository" >"$out/export.log" 2>&1
-    echo "export: exit $?, $((SECONDS - start)) s"
-    grep -E 'served|gate|retrieval' "$out/export.log" | tail -8
-    for package in "$work"/repository/bert*/1/*.pt2; do  # a fixed team (num_threads(N)) or the caller's
-      echo "$package:"; unzip -p "$package" '*.cpp' | grep -E 'omp parallel' | sort | uniq -c
-    done
-    PYTHONPATH="$site" timeout "${BENCH_TIMEOUT_S:-230}" python3 -m bench.pinning --repository "$work/repository" \
-      --compile 2>&1 | tee "$out/pinning.log" | grep -vE 'Warning|warn|^ |AUTOTUNE|strides|dtypes|Autotune|num_choices'
+    PYTHONPATH="$site" timeout "${BENCH_TIMEOUT_S:-400}" python3 -m bench.pinning --compile 2>&1 \
+      | tee "$out/pinning.log" | grep -vE 'Warning|warn|^ |AUTOTUNE|strides|dtypes|Autotune|num_choices'
     ;;
   *)
     echo "usage: bash bench/cpu_host_int8.sh stage|export|bench|compile-threads|pinning" >&2

@@ -1,9 +1,9 @@
 """What a 1-thread CPU forward costs under three conditions, interleaved in one process: free to run on any CPU,
 pinned to one CPU, and pinned with a neighbour (a process multiplying matrices on two other CPUs, or one where there are two). The forwards:
-an exported repository's fp32 and int8 AOTInductor packages, eager fp32, onnxruntime fp32 and, with ``--compile``,
-a package this tool compiles as ``bench.compile_threads`` does.
+eager fp32, onnxruntime fp32, an exported repository's fp32 and int8 AOTInductor packages with ``--repository``,
+and with ``--compile`` a package this tool compiles as ``bench.compile_threads`` does.
 
-    python -m bench.pinning --repository build/repository [--compile]
+    python -m bench.pinning [--repository build/repository] [--compile]
 
 ``python -m bench`` pins each thread count's run to cores of its own (bench/cpu_host_int8.sh); this says what the
 pinning and the run beside it change. Median ms per call.
@@ -15,10 +15,13 @@ import argparse
 import logging
 import multiprocessing
 import os
+import re
 import statistics
 import sys
 import tempfile
 import time
+import zipfile
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -56,19 +59,37 @@ def _bert_models(repository: Path) -> list[tuple[str, dict]]:
     return found
 
 
-def _forwards(repository: Path, compiled: Path | None) -> dict[str, Callable[..., object]]:
+def omp_teams(package: Path) -> Counter[str]:
+    """The OpenMP parallel regions of a package's generated C++: how many fix their team (``num_threads(N)``, N
+    threads whatever the caller set) and how many take the caller's thread count."""
+    teams: Counter[str] = Counter()
+    with zipfile.ZipFile(package) as z:
+        for name in (n for n in z.namelist() if n.endswith(".cpp")):
+            for fixed in re.findall(r"#pragma omp parallel(?: for)?(?: num_threads\((\d+)\))?", z.read(name).decode()):
+                teams[f"num_threads({fixed})" if fixed else "the caller's"] += 1
+    return teams
+
+
+def _forwards(
+    repository: Path | None, work: Path, compile_package: bool, packages: dict[str, Path]
+) -> dict[str, Callable[..., object]]:
     runs: dict[str, Callable[..., object]] = {}
     onnx = None
-    for name, manifest in _bert_models(repository):
+    for name, manifest in _bert_models(repository) if repository else []:
         files = manifest["artifacts"]
-        runs[f"repo {name} {manifest['precision']}"] = load_module(AOTI, repository / name / files[AOTI]["file"], "cpu")
+        label = f"repo {name} {manifest['precision']}"
+        packages[label] = repository / name / files[AOTI]["file"]
+        runs[label] = load_module(AOTI, packages[label], "cpu")
         if ONNX in files and manifest["precision"] == "fp32":
             onnx = repository / name / files[ONNX]["file"]
-    if compiled is not None:
-        runs["own compile fp32"] = _compiled(os.cpu_count() or 1, compiled)
-    runs["eager fp32"] = load_model("minilm").encoder.eval()
-    if onnx is not None:
-        runs["onnxruntime fp32"] = _onnx(onnx)
+    if compile_package:
+        packages["own compile fp32"] = work / "own.pt2"
+        runs["own compile fp32"] = _compiled(os.cpu_count() or 1, packages["own compile fp32"])
+    runs["eager fp32"] = encoder = load_model("minilm").encoder.eval()
+    if onnx is None:
+        onnx = work / "fp32.onnx"
+        art.export_onnx(encoder, "cpu", onnx, 32, 128)
+    runs["onnxruntime fp32"] = _onnx(onnx)
     return runs
 
 
@@ -98,7 +119,7 @@ def _time(run: Callable[..., object], shape: tuple[int, int], budget_s: float) -
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.pinning", description=__doc__.splitlines()[0])
-    parser.add_argument("--repository", type=Path, required=True)
+    parser.add_argument("--repository", type=Path, help="an exported repository: time its bert packages too")
     parser.add_argument("--compile", action="store_true", help="also time a package compiled here, at every CPU")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cell-budget-s", type=float, default=0.3)
@@ -113,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     neighbour = ctx.Process(target=_neighbour, args=(others, busy, stop), daemon=True)
     neighbour.start()
     with tempfile.TemporaryDirectory() as tmp, torch.inference_mode():
-        runs = _forwards(args.repository, Path(tmp) / "own.pt2" if args.compile else None)
+        packages: dict[str, Path] = {}
+        runs = _forwards(args.repository, Path(tmp), args.compile, packages)
+        teams = {name: omp_teams(path) for name, path in packages.items()}
         torch.set_num_threads(1)
         times: dict[tuple[str, str, tuple[int, int]], list[float]] = {}
         wall: dict[tuple[str, str, tuple[int, int]], float] = {}
@@ -146,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
         f"torch {torch.__version__}, 1 thread; pinned to CPU {cpus[1]}, neighbour on CPUs {sorted(others)}; "
         "median ms per call (CPU seconds per wall second)\n" + "\n".join(lines) + "\n"
     )
+    for name, counted in teams.items():
+        regions = ", ".join(f"{n} {team}" for team, n in sorted(counted.items()))
+        sys.stdout.write(f"{name}: OpenMP parallel regions: {regions} (this machine has {os.cpu_count()} CPUs)\n")
     return 0
 
 
