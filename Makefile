@@ -64,15 +64,11 @@ loadtest: setup ## The highest load the running server holds within the 10 ms bu
 loadtest-compare: setup ## Compare loadtest with perf_analyzer on the running server (ARGS="--url ... --concurrency 1,4,16")
 	$(PY) -m loadtest.perf_analyzer_compare $(ARGS)
 
-# The unit tier's compiles are CPU-bound and independent: one worker process per core of the CI machine, and beside
-# them the integration tier's repositories are exported (tests/integration/repositories.py; its log in build/). The
-# integration tier runs alone after both: its servers time requests and must not share the cores with compiles.
+# The unit tier's compiles are CPU-bound and independent: one worker process per core of the CI machine. The
+# integration tier runs alone after it: its servers time requests and must not share the cores with compiles.
 TEST_WORKERS ?= 2
-test: tools ## Unit tests (TEST_WORKERS processes) beside the test repositories' exports, then the integration tests
-	@mkdir -p build
-	@$(PY) -m tests.integration.repositories >build/test-repositories.log 2>&1 & exports=$$!; \
-	$(PY) -m pytest tests/unit -m "not reliability" -n $(TEST_WORKERS) --durations=15 $(ARGS); unit=$$?; \
-	wait $$exports; cat build/test-repositories.log; exit $$unit
+test: tools ## Run the unit tests (TEST_WORKERS processes), then the integration tests (exports the default model once if needed)
+	$(PY) -m pytest tests/unit -m "not reliability" -n $(TEST_WORKERS) --durations=15 $(ARGS)
 	$(PY) -m pytest tests/integration -m "not reliability" --durations=25 $(ARGS)
 
 reliability: tools ## Bounded fault and overload runs on loopback: stub kill, server restart, 3x overload

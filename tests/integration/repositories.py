@@ -3,9 +3,9 @@ code changed (the index's ``code_sha256`` says which code wrote it).
 
     python -m tests.integration.repositories
 
-exports the stale ones, one after another, outside pytest: `make test` runs it beside the unit tier, so that the
-integration tier finds them fresh and spends its own time on tests. A fixture that finds its repository stale still
-exports it itself, and a failed export fails the test with the end of the export's log.
+exports the stale ones, one after another, outside pytest (to have them ready before a run of the integration tier).
+A fixture that finds its repository stale exports it itself, and a failed export fails the test with the end of the
+export's log.
 """
 
 from __future__ import annotations

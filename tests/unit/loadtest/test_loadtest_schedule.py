@@ -55,7 +55,9 @@ def test_open_loop_keeps_sending_on_schedule_while_a_slow_server_queues() -> Non
     asyncio.run(run_open(server, [None], 200.0, "constant", 0.5, 0, recorder, np.random.default_rng(0)))
     step = finish_step(recorder, "open", 200.0, 1.0)
     assert step.sent == step.completed == 100
-    assert step.send_lag is not None and step.send_lag.at(99.0) < 10.0  # sends stayed on time (ms)
+    # Sends stayed on time (ms); a loop that waited on the server would send at its 100/s and lag by up to 500 ms.
+    # The p99 bound leaves room for a box whose other processes hold the CPU for a few scheduler ticks.
+    assert step.send_lag is not None and step.send_lag.at(50.0) < 5.0 and step.send_lag.at(99.0) < 50.0
     assert step.latency.at(50.0) > 100.0  # about half the 0.5 s backlog: far above the 10 ms service
     assert step.latency.max_ms > 400.0
 
