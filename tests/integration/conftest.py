@@ -47,7 +47,7 @@ def free_port() -> int:
 TritonServer = ServerProcess
 
 
-def exported(repo: repositories.TestRepository) -> Path:
+def exported(repo: repositories.RepositoryExport) -> Path:
     """``repo``, exported first when it is stale; a failed export fails the test with the end of its log (the gate
     or step that failed), which a CI log would otherwise lack."""
     try:

@@ -36,7 +36,9 @@ class ExportFailed(RuntimeError):
 
 
 @dataclass(frozen=True)
-class TestRepository:
+class RepositoryExport:
+    """One repository the integration tier serves: its directory under build/ and the export that writes it."""
+
     name: str
     options: tuple[str, ...] = ()  # python -m export's, --output aside
     prepare: Callable[[], object] | None = None  # what the export reads, written first (a seeded checkpoint)
@@ -70,18 +72,20 @@ class TestRepository:
         return self.path
 
 
-def task(name: str, task_name: str, max_batch: int, *options: str, prepare=None) -> TestRepository:
+def task(
+    name: str, task_name: str, max_batch: int, *options: str, prepare: Callable[[], object] | None = None
+) -> RepositoryExport:
     """A single-task export of one checkpoint; fp32 unless ``options`` say otherwise (--precision ...)."""
     common = ("--task", task_name, "--max-batch", str(max_batch), "--max-seq", str(MAX_SEQ))
-    return TestRepository(name, (*common, *(options or ("--precision", "fp32"))), prepare, max_batch)
+    return RepositoryExport(name, (*common, *(options or ("--precision", "fp32"))), prepare, max_batch)
 
 
-def several(name: str, specs: tuple[str, ...], max_batch: int = 8) -> TestRepository:
+def several(name: str, specs: tuple[str, ...], max_batch: int = 8) -> RepositoryExport:
     """Several checkpoints (``--model NAME=SPEC`` each) in one repository; untuned and without ONNX, to keep the
     tests' exports short."""
     models = tuple(a for s in specs for a in ("--model", s))
     options = (*models, "--max-batch", str(max_batch), "--max-seq", str(MAX_SEQ), "--no-autotune", "--skip", "onnx")
-    return TestRepository(name, options, max_batch=max_batch)
+    return RepositoryExport(name, options, max_batch=max_batch)
 
 
 RERANK_INT8_CHECKPOINT = BUILD / "test-rerank-int8-checkpoint"
@@ -105,7 +109,7 @@ def seeded_reranker(path: Path = RERANK_INT8_CHECKPOINT, seed: int = 0) -> Path:
 
 
 # The real default model (MiniLM, CPU, fp32 + int8), exported end to end as `make export` does.
-DEFAULT = TestRepository("test-repository")
+DEFAULT = RepositoryExport("test-repository")
 RERANK = task("test-rerank-repository", "rerank", 8)
 CLASSIFY = task("test-classify-repository", "classify", 8)
 RERANK_INT8 = task("test-rerank-int8-repository", "rerank", 32, "--model", str(RERANK_INT8_CHECKPOINT), "--precision",
