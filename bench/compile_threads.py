@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from bench.forward_threads import cpu_s
 from bench.inputs import load_model
 from export import artifacts as art
 from export import autotune
@@ -39,7 +40,7 @@ def _compile(threads: int, path: Path) -> None:
     log.info("compiled for %d thread(s) in %.0f s", threads, time.perf_counter() - start)
 
 
-def _compiled(threads: int, path: Path):
+def compiled(threads: int, path: Path):
     child = multiprocessing.get_context("spawn").Process(target=_compile, args=(threads, path))
     child.start()
     child.join()
@@ -48,16 +49,18 @@ def _compiled(threads: int, path: Path):
     return torch._inductor.aoti_load_package(str(path))
 
 
-def _time(run, shape: tuple[int, int], budget_s: float) -> list[float]:
+def timed_calls(run, shape: tuple[int, int], budget_s: float) -> tuple[list[float], float, float]:
+    """Per-call ms after one warm-up call, at least 3 and for ``budget_s``; and the wall and the process's CPU seconds
+    of all the calls: CPU over wall above 1 says the forward ran on more threads than it was given."""
     ids, mask = art.example_inputs("cpu", *shape)
     run(ids, mask)
     times: list[float] = []
-    start = time.perf_counter()
+    cpu0, start = cpu_s(), time.perf_counter()
     while len(times) < 3 or time.perf_counter() - start < budget_s:
         t = time.perf_counter()
         run(ids, mask)
         times.append((time.perf_counter() - t) * 1e3)
-    return times
+    return times, time.perf_counter() - start, cpu_s() - cpu0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO)
     counts = [int(t) for t in args.threads.split(",")]
     with tempfile.TemporaryDirectory() as tmp, torch.no_grad():
-        runs = {c: _compiled(c, Path(tmp) / f"t{c}.pt2") for c in counts}
+        runs = {c: compiled(c, Path(tmp) / f"t{c}.pt2") for c in counts}
         lines = ["| run at | shape | " + " | ".join(f"compiled for {c}" for c in counts) + " |"]
         lines.append("|---|---|" + "---:|" * len(counts))
         for threads in counts:
@@ -79,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                 order = counts if r % 2 == 0 else counts[::-1]
                 for shape in SHAPES:
                     for c in order:
-                        times[c, shape] += _time(runs[c], shape, args.cell_budget_s)
+                        times[c, shape] += timed_calls(runs[c], shape, args.cell_budget_s)[0]
             for shape in SHAPES:
                 cells = [f"{statistics.median(times[c, shape]):.2f}" for c in counts]
                 lines.append(f"| {threads} | {shape[0]} x {shape[1]} | " + " | ".join(cells) + " |")

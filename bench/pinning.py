@@ -1,7 +1,7 @@
 """What a 1-thread CPU forward costs under three conditions, interleaved in one process: free to run on any CPU,
-pinned to one CPU, and pinned with a neighbour (a process multiplying matrices on two other CPUs, or one where there are two). The forwards:
-eager fp32, onnxruntime fp32, an exported repository's fp32 and int8 AOTInductor packages with ``--repository``,
-and with ``--compile`` a package this tool compiles as ``bench.compile_threads`` does.
+pinned to one CPU, and pinned with a neighbour (a process multiplying matrices on two other CPUs, or on the one other
+where there are two). The forwards: eager fp32, onnxruntime fp32, with ``--repository`` an exported repository's fp32
+and int8 AOTInductor packages, and with ``--compile`` a package this tool compiles as ``bench.compile_threads`` does.
 
     python -m bench.pinning [--repository build/repository] [--compile]
 
@@ -27,8 +27,7 @@ from pathlib import Path
 
 import torch
 
-from bench.compile_threads import _compiled
-from bench.forward_threads import cpu_s
+from bench.compile_threads import compiled, timed_calls
 from bench.inputs import load_model
 from export import artifacts as art
 from serving.contract import manifest as mf
@@ -41,7 +40,7 @@ CONDITIONS = ("any CPU", "pinned", "pinned, neighbour busy")
 
 
 def _neighbour(cpus: set[int], busy, stop) -> None:
-    """Multiplies 512 x 512 matrices on two threads while ``busy`` is set, until ``stop`` is."""
+    """Multiplies 512 x 512 matrices on a thread per CPU of ``cpus`` while ``busy`` is set, until ``stop`` is."""
     os.sched_setaffinity(0, cpus)
     torch.set_num_threads(len(cpus))
     a = torch.randn(512, 512)
@@ -84,7 +83,7 @@ def _forwards(
             onnx = repository / name / files[ONNX]["file"]
     if compile_package:
         packages["own compile fp32"] = work / "own.pt2"
-        runs["own compile fp32"] = _compiled(os.cpu_count() or 1, packages["own compile fp32"])
+        runs["own compile fp32"] = compiled(os.cpu_count() or 1, packages["own compile fp32"])
     runs["eager fp32"] = encoder = load_model("minilm").encoder.eval()
     if onnx is None:
         onnx = work / "fp32.onnx"
@@ -101,20 +100,6 @@ def _onnx(path: Path) -> Callable[..., object]:
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
     return lambda ids, mask: session.run(None, dict(zip(names, (ids.numpy(), mask.numpy()), strict=True)))
-
-
-def _time(run: Callable[..., object], shape: tuple[int, int], budget_s: float) -> tuple[list[float], float, float]:
-    """Per-call ms, and the wall and the process's CPU seconds of all the calls: CPU over wall above 1 says the
-    forward ran on more threads than the one it was given."""
-    ids, mask = art.example_inputs("cpu", *shape)
-    run(ids, mask)
-    times: list[float] = []
-    cpu0, start = cpu_s(), time.perf_counter()
-    while len(times) < 3 or time.perf_counter() - start < budget_s:
-        t = time.perf_counter()
-        run(ids, mask)
-        times.append((time.perf_counter() - t) * 1e3)
-    return times, time.perf_counter() - start, cpu_s() - cpu0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                 for shape in SHAPES:
                     for name, run in runs.items():
                         cell = (name, condition, shape)
-                        samples, wall_s, cpu_used = _time(run, shape, args.cell_budget_s)
+                        samples, wall_s, cpu_used = timed_calls(run, shape, args.cell_budget_s)
                         times.setdefault(cell, []).extend(samples)
                         wall[cell] = wall.get(cell, 0.0) + wall_s
                         cpu[cell] = cpu.get(cell, 0.0) + cpu_used
