@@ -30,18 +30,20 @@ log = logging.getLogger(__name__)
 SHAPES = ((1, 16), (8, 16), (1, 128), (8, 128))
 
 
-def _compile(threads: int, path: Path) -> None:
+def _compile(threads: int, path: Path, configs: dict) -> None:
     """Compiles in a process of its own, so that no package inherits what an earlier compile registered."""
     logging.basicConfig(level=logging.INFO)
     torch.set_num_threads(threads)
     start = time.perf_counter()
     ep = art.export_program(load_model("minilm").encoder.eval(), "cpu", 32, 128)
-    art.compile_aoti(ep, path, {**autotune.inductor_configs("cpu"), **art.fp32_configs("cpu", tuned=True)})
+    configs = {**autotune.inductor_configs("cpu"), **art.fp32_configs("cpu", tuned=True), **configs}
+    art.compile_aoti(ep, path, configs)
     log.info("compiled for %d thread(s) in %.0f s", threads, time.perf_counter() - start)
 
 
-def compiled(threads: int, path: Path):
-    child = multiprocessing.get_context("spawn").Process(target=_compile, args=(threads, path))
+def compiled(threads: int, path: Path, configs: dict | None = None):
+    """The package compiled under ``threads``, with more Inductor ``configs`` on top of export's, loaded."""
+    child = multiprocessing.get_context("spawn").Process(target=_compile, args=(threads, path, configs or {}))
     child.start()
     child.join()
     if child.exitcode != 0:

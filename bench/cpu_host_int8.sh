@@ -11,7 +11,8 @@
 # Or in one call, with the weights rounded to fp16 (speed only; carry .cpuhost/{weights-fp16.safetensors,
 # minilm.tar.xz,*.whl}):
 #   compile-threads  `python -m bench.compile_threads` at 1 thread and at every CPU
-#   pinning          `python -m bench.pinning --compile`: one thread free, pinned, and pinned beside a busy neighbour
+#   pinning          `python -m bench.pinning --compile`: one thread free, pinned, and pinned beside a busy neighbour;
+#                    packages compiled at every CPU and at torch's count, with fixed and with dynamic teams
 # Reports go to $OUT when set, else reports/.
 set -uo pipefail
 out="${OUT:-reports}"
@@ -85,7 +86,9 @@ case "${1:-}" in
     ;;
   pinning)
     fp16_weights_site || exit 1
-    PYTHONPATH="$site" timeout "${BENCH_TIMEOUT_S:-400}" python3 -m bench.pinning --compile 2>&1 \
+    lscpu | grep -E '^CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket'
+    python3 -c 'import os, torch; print("os.cpu_count", os.cpu_count(), "torch threads", torch.get_num_threads())'
+    PYTHONPATH="$site" timeout "${BENCH_TIMEOUT_S:-540}" python3 -m bench.pinning --compile --rounds 3 2>&1 \
       | tee "$out/pinning.log" | grep -vE 'Warning|warn|^ |AUTOTUNE|strides|dtypes|Autotune|num_choices'
     ;;
   *)

@@ -1,7 +1,9 @@
 """What a 1-thread CPU forward costs under three conditions, interleaved in one process: free to run on any CPU,
 pinned to one CPU, and pinned with a neighbour (a process multiplying matrices on two other CPUs, or on the one other
 where there are two). The forwards: eager fp32, onnxruntime fp32, with ``--repository`` an exported repository's fp32
-and int8 AOTInductor packages, and with ``--compile`` a package this tool compiles as ``bench.compile_threads`` does.
+and int8 AOTInductor packages, and with ``--compile`` packages this tool compiles as ``bench.compile_threads`` does
+(at every CPU; where torch's count differs, as on a host with SMT, at that count too, with fixed and with dynamic
+OpenMP teams).
 
     python -m bench.pinning [--repository build/repository] [--compile]
 
@@ -82,14 +84,27 @@ def _forwards(
         if ONNX in files and manifest["precision"] == "fp32":
             onnx = repository / name / files[ONNX]["file"]
     if compile_package:
-        packages["own compile fp32"] = work / "own.pt2"
-        runs["own compile fp32"] = compiled(os.cpu_count() or 1, packages["own compile fp32"])
+        for label, threads, configs in _compiles():
+            packages[label] = work / f"{len(packages)}.pt2"
+            runs[label] = compiled(threads, packages[label], configs)
     runs["eager fp32"] = encoder = load_model("minilm").encoder.eval()
     if onnx is None:
         onnx = work / "fp32.onnx"
         art.export_onnx(encoder, "cpu", onnx, 32, 128)
     runs["onnxruntime fp32"] = _onnx(onnx)
     return runs
+
+
+def _compiles() -> list[tuple[str, int, dict]]:
+    """What ``--compile`` compiles: at every CPU; and where torch's own count (export's) is another, such as one per
+    physical core on a host with SMT, at that count too, as Inductor writes it (a fixed team per region) and with
+    ``cpp.dynamic_threads`` (the caller's team)."""
+    every, own = os.cpu_count() or 1, torch.get_num_threads()
+    compiles = [(f"own compile fp32 at {every}", every, {})]
+    if own != every:
+        compiles.append((f"own compile fp32 at {own}", own, {}))
+        compiles.append((f"own compile fp32 at {own}, dynamic threads", own, {"cpp.dynamic_threads": True}))
+    return compiles
 
 
 def _onnx(path: Path) -> Callable[..., object]:
@@ -105,7 +120,7 @@ def _onnx(path: Path) -> Callable[..., object]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.pinning", description=__doc__.splitlines()[0])
     parser.add_argument("--repository", type=Path, help="an exported repository: time its bert packages too")
-    parser.add_argument("--compile", action="store_true", help="also time a package compiled here, at every CPU")
+    parser.add_argument("--compile", action="store_true", help="also time packages compiled here (_compiles)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cell-budget-s", type=float, default=0.3)
     args = parser.parse_args(argv)
