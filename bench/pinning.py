@@ -17,13 +17,10 @@ import argparse
 import logging
 import multiprocessing
 import os
-import re
 import statistics
 import sys
 import tempfile
 import time
-import zipfile
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -60,17 +57,6 @@ def _bert_models(repository: Path) -> list[tuple[str, dict]]:
     return found
 
 
-def omp_teams(package: Path) -> Counter[str]:
-    """The OpenMP parallel regions of a package's generated C++: how many fix their team (``num_threads(N)``, N
-    threads whatever the caller set) and how many take the caller's thread count."""
-    teams: Counter[str] = Counter()
-    with zipfile.ZipFile(package) as z:
-        for name in (n for n in z.namelist() if n.endswith(".cpp")):
-            for fixed in re.findall(r"#pragma omp parallel(?: for)?(?: num_threads\((\d+)\))?", z.read(name).decode()):
-                teams[f"num_threads({fixed})" if fixed else "the caller's"] += 1
-    return teams
-
-
 def _forwards(
     repository: Path | None, work: Path, compile_package: bool, packages: dict[str, Path]
 ) -> dict[str, Callable[..., object]]:
@@ -96,14 +82,14 @@ def _forwards(
 
 
 def _compiles() -> list[tuple[str, int, dict]]:
-    """What ``--compile`` compiles: at every CPU; and where torch's own count (export's) is another, such as one per
-    physical core on a host with SMT, at that count too, as Inductor writes it (a fixed team per region) and with
-    ``cpp.dynamic_threads`` (the caller's team)."""
+    """What ``--compile`` compiles: at every CPU; and where torch's own count (the exporting process's) is another,
+    such as one per physical core on a host with SMT, at that count too, as export compiles (every region takes the
+    caller's team) and with Inductor's default (each region's team fixed at that count)."""
     every, own = os.cpu_count() or 1, torch.get_num_threads()
     compiles = [(f"own compile fp32 at {every}", every, {})]
     if own != every:
         compiles.append((f"own compile fp32 at {own}", own, {}))
-        compiles.append((f"own compile fp32 at {own}, dynamic threads", own, {"cpp.dynamic_threads": True}))
+        compiles.append((f"own compile fp32 at {own}, fixed teams", own, {"cpp.dynamic_threads": False}))
     return compiles
 
 
@@ -136,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp, torch.inference_mode():
         packages: dict[str, Path] = {}
         runs = _forwards(args.repository, Path(tmp), args.compile, packages)
-        teams = {name: omp_teams(path) for name, path in packages.items()}
+        teams = {name: art.omp_teams(path) for name, path in packages.items()}
         torch.set_num_threads(1)
         times: dict[tuple[str, str, tuple[int, int]], list[float]] = {}
         wall: dict[tuple[str, str, tuple[int, int]], float] = {}

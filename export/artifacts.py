@@ -6,6 +6,7 @@ import contextlib
 import logging
 import re
 import zipfile
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -65,8 +66,13 @@ def compile_aoti(ep: ExportedProgram, path: Path, configs: dict[str, Any] | None
     Inductor freezes only with grad mode off: with it on, ``freezing`` is silently ignored and every Linear
     stays an unpacked ``mm`` (MiniLM fp32, batch 1, 16 tokens, 2 threads: 5.6 ms instead of 2.4 ms).
     ``configs``: more Inductor settings on top (kernel profiling, autotuning, :func:`fp32_configs`).
+
+    Every OpenMP region of a CPU package takes the calling thread's team (``cpp.dynamic_threads``): by default
+    Inductor fixes each region's team at the compiling process's thread count unless that is the machine's CPU
+    count, so a package exported on a host with SMT (torch counts physical cores) or in a container's CPU set would
+    run every region on that many threads whatever the serving instance's ``--threads`` says.
     """
-    configs = {"freezing": True, **(configs or {})}
+    configs = {"freezing": True, "cpp.dynamic_threads": True, **(configs or {})}
     unpacked = configs.pop("cpp.weight_prepack", True) is False
     with torch.no_grad(), _fp32_linears_unpacked(unpacked):
         torch._inductor.aoti_compile_and_package(ep, package_path=str(path), inductor_configs=configs)
@@ -84,12 +90,23 @@ def _fp32_linears_unpacked(on: bool) -> contextlib.AbstractContextManager:
 
 def compiled_threads(target: str) -> dict[str, int]:
     """The manifest's record of the intra-op thread count a CPU package was compiled under (torch's, in the
-    exporting process). Inductor fixes it in the package: a team size per parallel region, unless it is the
-    machine's CPU count, and the GEMM templates' blocking per thread. Export leaves it at every CPU whatever
+    exporting process). Inductor fixes the GEMM templates' blocking per thread at it (the regions' teams are the
+    caller's: :func:`compile_aoti`). Export leaves it at torch's default whatever
     ``--threads`` says: compiled for 1 thread, MiniLM's autotuned fp32 package ran 1.8-2.4x slower even at 1 thread
     on a 16-core Xeon, and 1.2-1.3x slower at 2 threads on a 2-core EPYC (``python -m bench.compile_threads``,
     docs/PERFORMANCE.md)."""
     return {"compiled_threads": torch.get_num_threads()} if target == "cpu" else {}
+
+
+def omp_teams(package: Path) -> Counter[str]:
+    """The OpenMP parallel regions of a CPU package's generated C++: how many fix their team (``num_threads(N)``, N
+    threads whatever the caller set) and how many take the caller's thread count."""
+    teams: Counter[str] = Counter()
+    with zipfile.ZipFile(package) as z:
+        for name in (n for n in z.namelist() if n.endswith(".cpp")):
+            for fixed in re.findall(r"#pragma omp parallel(?: for)?(?: num_threads\((\d+)\))?", z.read(name).decode()):
+                teams[f"num_threads({fixed})" if fixed else "the caller's"] += 1
+    return teams
 
 
 def trace_torchscript(encoder: nn.Module, device: str, path: Path) -> None:

@@ -66,3 +66,18 @@ def test_a_package_packs_whatever_the_process_compiled_before(tmp_path) -> None:
         assert "aoti_torch_cpu_addmm_out" in source and "linear_pointwise" not in source
     source = int8.read_bytes().decode("latin-1")
     assert "qlinear_pointwise" in source and "aoti_torch_cpu__int_mm_out" not in source
+
+
+def test_a_package_runs_its_parallel_regions_on_the_callers_team(monkeypatch, tmp_path) -> None:
+    """Compiled where torch's thread count is not the CPU count (a host with SMT, a container's CPU set), Inductor
+    would fix each parallel region's team at that count, and a serving instance's ``--threads`` would not hold."""
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        package = tmp_path / "fp32.aoti.pt2"
+        art.compile_aoti(art.export_program(tiny_encoder(), "cpu", 32, 64), package)
+    finally:
+        torch.set_num_threads(threads)
+    teams = art.omp_teams(package)
+    assert teams["the caller's"] > 0 and set(teams) == {"the caller's"}, teams
