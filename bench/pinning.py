@@ -48,6 +48,13 @@ def _neighbour(cpus: set[int], busy, stop) -> None:
             a = torch.tanh(a @ a)
 
 
+def _pin(cpus: set[int]) -> None:
+    """Every thread of this process onto ``cpus``: ``sched_setaffinity(0)`` moves only the calling thread, and an
+    OpenMP team started earlier would keep running where it was."""
+    for thread in os.listdir("/proc/self/task"):
+        os.sched_setaffinity(int(thread), cpus)
+
+
 def _bert_models(repository: Path) -> list[tuple[str, dict]]:
     """The repository's bert models (the served one and the other precision), with their manifests."""
     found = []
@@ -130,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(args.rounds):
             order = CONDITIONS if r % 2 == 0 else CONDITIONS[::-1]
             for condition in order:
-                os.sched_setaffinity(0, everywhere if condition == "any CPU" else one)
+                _pin(everywhere if condition == "any CPU" else one)
                 busy.set() if "neighbour" in condition else busy.clear()
                 time.sleep(0.2)
                 for shape in SHAPES:
