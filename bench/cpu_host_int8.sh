@@ -7,7 +7,7 @@
 #            the default export (fp32 and int8, every gate) into /tmp/cpuhost/repository; its manifest comes back
 #   bench    `python -m bench` on that repository at 1 thread and at 2 (BENCH_THREADS="1 2"), each pinned to cores
 #            of its own, both runs at once: our fp32 and int8 packages, onnxruntime fp32 and dynamic int8,
-#            interleaved, and each one's retrieval figures
+#            interleaved, and each one's retrieval figures (BENCH_ARGS: other shapes and rounds)
 # Or in one call, with the weights rounded to fp16 (speed only; carry .cpuhost/{weights-fp16.safetensors,
 # minilm.tar.xz,*.whl}):
 #   compile-threads  `python -m bench.compile_threads` at 1 thread and at every CPU
@@ -47,6 +47,10 @@ export_repository() {  # the default export (no TorchScript) of the site's check
   PYTHONPATH="$site" timeout "${EXPORT_TIMEOUT_S:-560}" python3 -m export --skip torchscript \
     --output "$work/repository" >"$out/export.log" 2>&1
   echo "export: exit $?, $((SECONDS - start)) s"
+  lscpu | grep -E '^CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket'
+  PYTHONPATH="$site" python3 -c 'import os, sys, torch; from export.artifacts import omp_teams
+print("os.cpu_count", os.cpu_count(), "torch threads", torch.get_num_threads())
+for p in sys.argv[1:]: print(p, dict(omp_teams(p)))' "$work"/repository/bert*/1/*.aoti.pt2
   tail -40 "$out/export.log"
   cp "$work/repository/bert/manifest.json" "$out/bert.manifest.json"
 }
@@ -82,8 +86,9 @@ case "${1:-}" in
       set -- $run
       [[ " ${BENCH_THREADS:-1 2} " == *" $1 "* ]] || continue
       PYTHONPATH="$site" timeout "${BENCH_TIMEOUT_S:-540}" taskset -c "$2" python3 -m bench --device cpu \
-        --threads "$1" --repository "$work/repository" --families aoti,onnx --batches 1,8,32 --seqs 16,128 \
-        --rounds 5 --retrieval --output-dir "$out/threads$1" >"$out/bench-threads$1.log" 2>&1 &
+        --threads "$1" --repository "$work/repository" --families aoti,onnx \
+        ${BENCH_ARGS:---batches 1,8,32 --seqs 16,128 --rounds 5 --retrieval} \
+        --output-dir "$out/threads$1" >"$out/bench-threads$1.log" 2>&1 &
     done
     wait
     for log in "$out"/bench-threads*.log; do tail -5 "$log"; done
