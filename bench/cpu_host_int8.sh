@@ -13,7 +13,7 @@
 #   compile-threads  `python -m bench.compile_threads` at 1 thread and at every CPU
 #   export-fp16      export as `export` does, into /tmp/cpuhost/repository for a `bench` call after it
 #   pinning          `python -m bench.pinning --compile`: one thread free, pinned, and pinned beside a busy neighbour;
-#                    packages compiled at every CPU and at torch's count, with fixed and with dynamic teams
+#                    packages compiled at torch's count with the caller's teams and with fixed ones
 # Reports go to $OUT when set, else reports/.
 set -uo pipefail
 out="${OUT:-reports}"

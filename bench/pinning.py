@@ -2,8 +2,8 @@
 pinned to one CPU, and pinned with a neighbour (a process multiplying matrices on two other CPUs, or on the one other
 where there are two). The forwards: eager fp32, onnxruntime fp32, with ``--repository`` an exported repository's fp32
 and int8 AOTInductor packages, and with ``--compile`` packages this tool compiles as ``bench.compile_threads`` does
-(at every CPU; where torch's count differs, as on a host with SMT, at that count too, with fixed and with dynamic
-OpenMP teams).
+(at torch's thread count with the caller's OpenMP teams, as export compiles, and with teams fixed at that count; at
+every CPU too where that is another count).
 
     python -m bench.pinning [--repository build/repository] [--compile]
 
@@ -89,14 +89,16 @@ def _forwards(
 
 
 def _compiles() -> list[tuple[str, int, dict]]:
-    """What ``--compile`` compiles: at every CPU; and where torch's own count (the exporting process's) is another,
-    such as one per physical core on a host with SMT, at that count too, as export compiles (every region takes the
-    caller's team) and with Inductor's default (each region's team fixed at that count)."""
+    """What ``--compile`` compiles: at torch's own count, as export compiles (every region takes the caller's team)
+    and with each region's team fixed at that count (Inductor's default where the count is not the machine's CPU
+    count, as one per physical core on a host with SMT); and at every CPU where that is another count."""
     every, own = os.cpu_count() or 1, torch.get_num_threads()
-    compiles = [(f"own compile fp32 at {every}", every, {})]
+    compiles = [
+        (f"own compile fp32 at {own}", own, {}),
+        (f"own compile fp32 at {own}, fixed teams", own, {"cpp.threads": own, "cpp.dynamic_threads": False}),
+    ]
     if own != every:
-        compiles.append((f"own compile fp32 at {own}", own, {}))
-        compiles.append((f"own compile fp32 at {own}, fixed teams", own, {"cpp.dynamic_threads": False}))
+        compiles.append((f"own compile fp32 at {every}", every, {}))
     return compiles
 
 
