@@ -90,11 +90,10 @@ def _fp32_linears_unpacked(on: bool) -> contextlib.AbstractContextManager:
 
 def compiled_threads(target: str) -> dict[str, int]:
     """The manifest's record of the intra-op thread count a CPU package was compiled under (torch's, in the
-    exporting process). Inductor fixes the GEMM templates' blocking per thread at it (the regions' teams are the
-    caller's: :func:`compile_aoti`). Export leaves it at torch's default whatever
-    ``--threads`` says: compiled for 1 thread, MiniLM's autotuned fp32 package ran 1.8-2.4x slower even at 1 thread
-    on a 16-core Xeon, and 1.2-1.3x slower at 2 threads on a 2-core EPYC (``python -m bench.compile_threads``,
-    docs/PERFORMANCE.md)."""
+    exporting process). Inductor fixes the GEMM templates' blocking per thread at it; the regions' teams are the
+    caller's (:func:`compile_aoti`). Export leaves it at torch's default whatever ``--threads`` says: compiled for
+    1 thread, MiniLM's autotuned fp32 package ran 1.8-2.4x slower even at 1 thread on a 16-core Xeon, and 1.2-1.3x
+    slower at 2 threads on a 2-core EPYC (``python -m bench.compile_threads``, docs/PERFORMANCE.md)."""
     return {"compiled_threads": torch.get_num_threads()} if target == "cpu" else {}
 
 
