@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import zipfile
 from collections import Counter
@@ -67,15 +68,21 @@ def compile_aoti(ep: ExportedProgram, path: Path, configs: dict[str, Any] | None
     stays an unpacked ``mm`` (MiniLM fp32, batch 1, 16 tokens, 2 threads: 5.6 ms instead of 2.4 ms).
     ``configs``: more Inductor settings on top (kernel profiling, autotuning, :func:`fp32_configs`).
 
-    Every OpenMP region of a CPU package takes the calling thread's team (``cpp.dynamic_threads``): by default
-    Inductor fixes each region's team at the compiling process's thread count unless that is the machine's CPU
-    count, so a package exported on a host with SMT (torch counts physical cores) or in a container's CPU set would
-    run every region on that many threads whatever the serving instance's ``--threads`` says.
+    Every OpenMP region of a CPU package takes the calling thread's team (:func:`callers_teams`).
     """
-    configs = {"freezing": True, "cpp.dynamic_threads": True, **(configs or {})}
+    configs = {"freezing": True, **callers_teams(), **(configs or {})}
     unpacked = configs.pop("cpp.weight_prepack", True) is False
     with torch.no_grad(), _fp32_linears_unpacked(unpacked):
         torch._inductor.aoti_compile_and_package(ep, package_path=str(path), inductor_configs=configs)
+
+
+def callers_teams() -> dict[str, bool]:
+    """Inductor fixes each OpenMP region's team at the compiling process's thread count (``num_threads(N)``: N
+    threads whatever the serving instance's ``--threads`` says) unless that count is the machine's CPU count. torch
+    counts physical cores, so on a host with SMT, or in a container whose CPU set is smaller than the host, export
+    asks for ``cpp.dynamic_threads``: the caller's team in every region, its work split at run time. Elsewhere the
+    regions already take the caller's team, and the package stays as Inductor writes it."""
+    return {"cpp.dynamic_threads": True} if torch.get_num_threads() != os.cpu_count() else {}
 
 
 def _fp32_linears_unpacked(on: bool) -> contextlib.AbstractContextManager:
@@ -91,7 +98,7 @@ def _fp32_linears_unpacked(on: bool) -> contextlib.AbstractContextManager:
 def compiled_threads(target: str) -> dict[str, int]:
     """The manifest's record of the intra-op thread count a CPU package was compiled under (torch's, in the
     exporting process). Inductor fixes the GEMM templates' blocking per thread at it; the regions' teams are the
-    caller's (:func:`compile_aoti`). Export leaves it at torch's default whatever ``--threads`` says: compiled for
+    caller's (:func:`callers_teams`). Export leaves it at torch's default whatever ``--threads`` says: compiled for
     1 thread, MiniLM's autotuned fp32 package ran 1.8-2.4x slower even at 1 thread on a 16-core Xeon, and 1.2-1.3x
     slower at 2 threads on a 2-core EPYC (``python -m bench.compile_threads``, docs/PERFORMANCE.md)."""
     return {"compiled_threads": torch.get_num_threads()} if target == "cpu" else {}

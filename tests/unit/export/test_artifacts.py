@@ -68,6 +68,13 @@ def test_a_package_packs_whatever_the_process_compiled_before(tmp_path) -> None:
     assert "qlinear_pointwise" in source and "aoti_torch_cpu__int_mm_out" not in source
 
 
+def test_only_a_thread_count_other_than_the_cpu_count_asks_for_dynamic_teams(monkeypatch) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: torch.get_num_threads())
+    assert art.callers_teams() == {}
+    monkeypatch.setattr("os.cpu_count", lambda: torch.get_num_threads() + 1)
+    assert art.callers_teams() == {"cpp.dynamic_threads": True}
+
+
 def test_a_package_runs_its_parallel_regions_on_the_callers_team(monkeypatch, tmp_path) -> None:
     """Compiled where torch's thread count is not the CPU count (a host with SMT, a container's CPU set), Inductor
     would fix each parallel region's team at that count, and a serving instance's ``--threads`` would not hold."""
