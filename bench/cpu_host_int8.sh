@@ -13,7 +13,8 @@
 #   compile-threads  `python -m bench.compile_threads` at 1 thread and at every CPU
 #   export-fp16      export as `export` does, into /tmp/cpuhost/repository for a `bench` call after it
 #   pinning          `python -m bench.pinning --compile`: one thread free, pinned, and pinned beside a busy neighbour;
-#                    packages compiled at torch's count with the caller's teams and with fixed ones
+#                    packages compiled at torch's count with the caller's teams and with fixed ones; after `export`
+#                    or `export-fp16` on the same machine, that export's packages too
 # Reports go to $OUT when set, else reports/.
 set -uo pipefail
 out="${OUT:-reports}"
@@ -101,10 +102,12 @@ case "${1:-}" in
       2>&1 | tee "$out/compile-threads.log" | grep -vE 'Warning|warn|^ '
     ;;
   pinning)
-    fp16_weights_site || exit 1
+    # after export or export-fp16 on the same warm machine, that export's packages are timed too
+    repository=()
+    if [ -d "$work/repository" ]; then repository=(--repository "$work/repository"); else fp16_weights_site || exit 1; fi
     lscpu | grep -E '^CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket'
     python3 -c 'import os, torch; print("os.cpu_count", os.cpu_count(), "torch threads", torch.get_num_threads())'
-    PYTHONPATH="$site" timeout "${BENCH_TIMEOUT_S:-540}" python3 -m bench.pinning --compile --rounds 3 \
+    PYTHONPATH="$site" timeout "${BENCH_TIMEOUT_S:-540}" python3 -m bench.pinning "${repository[@]}" --compile --rounds 3 \
       --cell-budget-s 0.2 2>&1 \
       | tee "$out/pinning.log" | grep -vE 'Warning|warn|^ |AUTOTUNE|strides|dtypes|Autotune|num_choices'
     ;;
