@@ -104,12 +104,16 @@ case "${1:-}" in
   pinning)
     # after export or export-fp16 on the same warm machine, that export's packages are timed too
     repository=()
-    if [ -d "$work/repository" ]; then repository=(--repository "$work/repository"); else fp16_weights_site || exit 1; fi
+    if [ -d "$work/repository" ]; then
+      repository=(--repository "$work/repository")
+    else
+      fp16_weights_site || exit 1
+    fi
     lscpu | grep -E '^CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket'
     python3 -c 'import os, torch; print("os.cpu_count", os.cpu_count(), "torch threads", torch.get_num_threads())'
-    PYTHONPATH="$site" timeout "${BENCH_TIMEOUT_S:-540}" python3 -m bench.pinning "${repository[@]}" --compile --rounds 3 \
-      --cell-budget-s 0.2 2>&1 \
-      | tee "$out/pinning.log" | grep -vE 'Warning|warn|^ |AUTOTUNE|strides|dtypes|Autotune|num_choices'
+    PYTHONPATH="$site" timeout "${BENCH_TIMEOUT_S:-540}" python3 -m bench.pinning "${repository[@]}" --compile \
+      --rounds 3 --cell-budget-s 0.2 2>&1 | tee "$out/pinning.log" \
+      | grep -vE 'Warning|warn|^ |AUTOTUNE|strides|dtypes|Autotune|num_choices'
     ;;
   *)
     echo "usage: bash bench/cpu_host_int8.sh stage|export|export-fp16|bench|compile-threads|pinning" >&2

@@ -81,7 +81,8 @@ def callers_teams() -> dict[str, bool]:
     threads whatever the serving instance's ``--threads`` says) unless that count is the machine's CPU count. torch
     counts physical cores, so on a host with SMT, or in a container whose CPU set is smaller than the host, export
     asks for ``cpp.dynamic_threads``: the caller's team in every region, its work split at run time. Elsewhere the
-    regions already take the caller's team, and the package stays as Inductor writes it."""
+    regions already take the caller's team, and the package stays as Inductor writes it. Run at 1 thread with the
+    process on one CPU, MiniLM's package with teams fixed at 2 ran 9-48x slower (docs/PERFORMANCE.md)."""
     return {"cpp.dynamic_threads": True} if torch.get_num_threads() != os.cpu_count() else {}
 
 
