@@ -43,14 +43,18 @@ save_file({k: v.float() if v.is_floating_point() else v for k, v in w.items()}, 
   lscpu | grep -E '^Model name'; grep -o -wE 'avx512_vnni|amx_int8' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
 }
 
+cpu_layout() {  # CPUs, threads per core, and torch's default thread count against the CPU count
+  lscpu | grep -E '^CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket'
+  python3 -c 'import os, torch; print("os.cpu_count", os.cpu_count(), "torch threads", torch.get_num_threads())'
+}
+
 export_repository() {  # the default export (no TorchScript) of the site's checkpoint into $work/repository
   local start=$SECONDS
   PYTHONPATH="$site" timeout "${EXPORT_TIMEOUT_S:-560}" python3 -m export --skip torchscript \
     --output "$work/repository" >"$out/export.log" 2>&1
   echo "export: exit $?, $((SECONDS - start)) s"
-  lscpu | grep -E '^CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket'
-  PYTHONPATH="$site" python3 -c 'import os, sys, torch; from export.artifacts import omp_teams
-print("os.cpu_count", os.cpu_count(), "torch threads", torch.get_num_threads())
+  cpu_layout
+  PYTHONPATH="$site" python3 -c 'import sys; from export.artifacts import omp_teams
 for p in sys.argv[1:]: print(p, dict(omp_teams(p)))' "$work"/repository/bert*/1/*.aoti.pt2
   tail -40 "$out/export.log"
   cp "$work/repository/bert/manifest.json" "$out/bert.manifest.json"
@@ -109,8 +113,7 @@ case "${1:-}" in
     else
       fp16_weights_site || exit 1
     fi
-    lscpu | grep -E '^CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket'
-    python3 -c 'import os, torch; print("os.cpu_count", os.cpu_count(), "torch threads", torch.get_num_threads())'
+    cpu_layout
     PYTHONPATH="$site" timeout "${BENCH_TIMEOUT_S:-540}" python3 -m bench.pinning "${repository[@]}" --compile \
       --rounds 3 --cell-budget-s 0.2 2>&1 | tee "$out/pinning.log" \
       | grep -vE 'Warning|warn|^ |AUTOTUNE|strides|dtypes|Autotune|num_choices'
