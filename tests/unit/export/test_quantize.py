@@ -153,7 +153,7 @@ def test_int8_linear_stays_close_to_fp32_and_keeps_shape() -> None:
 
 
 def _onednn_int8_linear(x: torch.Tensor, qweight: torch.Tensor) -> torch.Tensor:
-    """x [M, K] int8 times qweight [N, K] int8 through oneDNN's packed int8 Linear, the kernel a compiled int8
+    """x [M, K] uint8 times qweight [N, K] int8 through oneDNN's packed int8 Linear, the kernel a compiled int8
     package runs; unit scales, so the result is the integer product as this CPU computes it."""
     packed = torch.ops.onednn.qlinear_prepack(qweight, list(x.shape))
     n = qweight.shape[0]
@@ -164,14 +164,13 @@ def _onednn_int8_linear(x: torch.Tensor, qweight: torch.Tensor) -> torch.Tensor:
 
 
 def _saturating_activations(qweight: torch.Tensor) -> torch.Tensor:
-    """The int8 activations with the largest products once oneDNN shifts them to u8 (+128): 127 everywhere, so
-    each product is 255 times a weight."""
-    return torch.full((4, qweight.shape[1]), 127, dtype=torch.int8)
+    """The u8 activations with the largest products: 255 everywhere, so each product is 255 times a weight."""
+    return torch.full((4, qweight.shape[1]), 255, dtype=torch.uint8)
 
 
 def _int8_linear_weights(model: torch.nn.Module) -> list[torch.Tensor]:
     """The [N, K] int8 weights of a model's :class:`quantize.Int8Linear` modules."""
-    return [m.qweight_t.t().contiguous() for m in model.modules() if isinstance(m, quantize.Int8Linear)]
+    return [m.qweight for m in model.modules() if isinstance(m, quantize.Int8Linear)]
 
 
 @pytest.mark.parametrize("source", ["random_linear", "int8_onednn_smoothquant"])
