@@ -89,10 +89,11 @@ def callers_teams() -> dict[str, bool]:
 def _fp32_linears_unpacked(on: bool) -> contextlib.AbstractContextManager:
     """Inductor's ``cpp.weight_prepack`` cannot be set per package: Inductor registers its weight-packing patterns
     once per process, at the first freezing compile, and only if that compile packs. After an unpacked fp32 package,
-    MiniLM's int8 package compiled to ATen's ``_int_mm`` instead of oneDNN's int8 Linear and ran 16x slower than
-    fp32 (AVX2 EPYC, 1 x 16 tokens). So every compile keeps the setting on, and an unpacked fp32 package hides MKL
-    from the one check that packs fp32 Linears (``_is_packable_linear``), as a torch built without MKL would: they
-    stay ATen's ``addmm``, which calls MKL at run time all the same."""
+    MiniLM's int8 package (its ``_int_mm`` then rewritten by one of them into oneDNN's int8 Linear) compiled to
+    ATen's ``_int_mm`` and ran 16x slower than fp32 (AVX2 EPYC, 1 x 16 tokens); the bf16 Linears of the mixed
+    recipe and the PT2E recipe's int8 ones still rely on them. So every compile keeps the setting on, and an
+    unpacked fp32 package hides MKL from the one check that packs fp32 Linears (``_is_packable_linear``), as a
+    torch built without MKL would: they stay ATen's ``addmm``, which calls MKL at run time all the same."""
     return mock.patch.object(torch._C, "has_mkl", False) if on else contextlib.nullcontext()
 
 

@@ -57,7 +57,8 @@ art.compile_aoti(fp32, out / "fp32-after.aoti.pt2", art.fp32_configs("cpu"))
 
 def test_a_package_packs_whatever_the_process_compiled_before(tmp_path) -> None:
     """Inductor registers its packing patterns at a process's first freezing compile: an unpacked package first
-    must not leave the int8 one after it on ATen's ``_int_mm``, nor the int8 one pack an fp32 package after it."""
+    must not leave the int8 one after it without oneDNN's int8 Linear, nor the int8 one pack an fp32 package after
+    it."""
     root = Path(__file__).resolve().parents[3]
     subprocess.run([sys.executable, "-c", AFTER_AN_UNPACKED_PACKAGE, str(tmp_path)], cwd=root, check=True)
     fp32, int8, fp32_after = (tmp_path / f"{p}.aoti.pt2" for p in ("fp32", "int8", "fp32-after"))
