@@ -152,6 +152,20 @@ def test_int8_linear_stays_close_to_fp32_and_keeps_shape() -> None:
     assert F.cosine_similarity(ref.flatten(0, 1), out.flatten(0, 1)).min().item() > 0.999
 
 
+def test_int8_linear_exports_to_onednn_with_u8_activations_and_a_weight_to_pack() -> None:
+    """Given s8 activations, oneDNN's AVX2 GEMM recomputes the weight's column sums on every call (4x slower at 16
+    rows): the exported graph hands it u8 ones, and the weight through ``qlinear_prepack``, which freezing folds."""
+    module = torch.nn.Sequential(quantize.Int8Linear(torch.nn.Linear(48, 96))).eval()
+    batch = torch.export.Dim("batch", min=1, max=8)
+    with torch.no_grad():
+        graph = torch.export.export(module, (torch.randn(2, 5, 48),), dynamic_shapes=({0: batch},)).graph
+    calls = [n for n in graph.nodes if n.target is torch.ops.onednn.qlinear_pointwise.default]
+    assert len(calls) == 1
+    activations, packed = calls[0].args[0], calls[0].args[3]
+    assert activations.meta["val"].dtype == torch.uint8
+    assert packed.target is torch.ops.onednn.qlinear_prepack.default and packed.meta["val"].shape == (48, 96)
+
+
 def _onednn_int8_linear(x: torch.Tensor, qweight: torch.Tensor) -> torch.Tensor:
     """x [M, K] uint8 times qweight [N, K] int8 through oneDNN's packed int8 Linear, the kernel a compiled int8
     package runs; unit scales, so the result is the integer product as this CPU computes it."""
