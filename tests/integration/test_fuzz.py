@@ -166,13 +166,13 @@ class Burst:
     async def _infer(self, model: str, inputs: list) -> Any:
         """The call, sent again where the server closed its aged connection before taking it (GOAWAY after
         ``--grpc-max-connection-age-s``: UNAVAILABLE, the server never saw the call), as ``serving.client`` does."""
-        for _ in range(GOAWAY_RESENDS):
+        for resends in range(GOAWAY_RESENDS + 1):
             try:
                 return await self.client.infer(model, inputs, client_timeout=60)
             except InferenceServerException as e:
-                if e.status() != "StatusCode.UNAVAILABLE" or "GOAWAY" not in str(e.message()):
+                goaway = e.status() == "StatusCode.UNAVAILABLE" and "GOAWAY" in str(e.message())
+                if not goaway or resends == GOAWAY_RESENDS:
                     raise
-        return await self.client.infer(model, inputs, client_timeout=60)
 
     async def _one(self, model: str, inputs: list, expected: Expected, output: str) -> str | None:
         try:
